@@ -1,0 +1,36 @@
+# movebench: validate the campaign config, then include one rule file per concern.
+import sys
+
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+from movebench import config as campaign_config
+
+
+configfile: "config/config.yaml"
+
+
+SCHEMAS = Path(workflow.basedir) / "workflow" / "schemas"
+
+try:
+    config = campaign_config.validate(config, SCHEMAS)
+except campaign_config.ConfigError as error:
+    print(error.message(), file=sys.stderr)
+    sys.exit(1)
+
+
+report: "report/workflow.rst"
+
+
+include: "workflow/rules/common.smk"
+
+
+for rule_file in sorted(Path(workflow.basedir, "workflow", "rules").glob("*.smk")):
+    if rule_file.name not in ("common.smk", "aggregate.smk", "report.smk"):
+
+        include: rule_file
+
+
+include: "workflow/rules/aggregate.smk"
+include: "workflow/rules/report.smk"

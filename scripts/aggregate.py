@@ -1,0 +1,11 @@
+"""Snakemake script: one family's records -> its tables."""
+
+from movebench import aggregate
+from movebench.snakelog import logged
+
+with logged(snakemake.log[0]):  # noqa: F821 - provided by Snakemake
+    aggregate.write_tables(
+        snakemake.params.family,  # noqa: F821
+        snakemake.input.records,  # noqa: F821
+        snakemake.output,  # noqa: F821
+    )

@@ -1,0 +1,7 @@
+"""Snakemake script: tables -> results/report.html."""
+
+from movebench import report
+from movebench.snakelog import logged
+
+with logged(snakemake.log[0]):  # noqa: F821 - provided by Snakemake
+    report.render(snakemake.params.config, snakemake.params.grid, snakemake.output[0])  # noqa: F821

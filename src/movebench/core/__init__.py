@@ -1,0 +1,1 @@
+"""Shared pieces of every family: sizes, timing, statistics, records, environment."""

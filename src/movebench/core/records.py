@@ -1,0 +1,67 @@
+"""Records: one flat JSON object per measured repetition, written atomically.
+
+A point's records go to `<point>.jsonl`, its environment to `<point>.meta.json`.
+Both are written to a temporary file in the same folder and renamed into place,
+so a killed job leaves either the old file or the new one, never half of one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+
+# Every record has these; families add their swept parameters and extras.
+IDENTITY = ("family", "variant", "rep", "warmup")
+MEASURES = ("elapsed_s", "bytes", "bandwidth_Bps")
+OUTCOME = ("ok", "error")
+
+
+def _clean(value):
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return None
+    if hasattr(value, "item"):  # numpy scalars
+        return value.item()
+    return value
+
+
+def record(family: str, variant: str, params: dict, rep: int, warmup: bool, *, elapsed_s: float,
+           nbytes: int, ok: bool = True, error: str | None = None, **extras) -> dict:
+    """One repetition's record; bandwidth is bytes / elapsed."""
+    rec = {"family": family, "variant": variant, **params, "rep": rep, "warmup": warmup,
+           "elapsed_s": elapsed_s, "bytes": nbytes,
+           "bandwidth_Bps": nbytes / elapsed_s if elapsed_s and elapsed_s > 0 else None}
+    rec.update(extras)
+    rec["ok"] = ok
+    rec["error"] = error
+    return {k: _clean(v) for k, v in rec.items()}
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_jsonl(path, records) -> None:
+    _atomic_write(Path(path), "".join(json.dumps(r, sort_keys=False) + "\n" for r in records))
+
+
+def write_json(path, obj) -> None:
+    _atomic_write(Path(path), json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def read_jsonl(path) -> list[dict]:
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]

@@ -1,0 +1,80 @@
+"""Human sizes ("4KiB", "1 MB", 4096) and geometric ranges of them."""
+
+from __future__ import annotations
+
+import re
+
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1000,
+    "kb": 1000,
+    "m": 1000**2,
+    "mb": 1000**2,
+    "g": 1000**3,
+    "gb": 1000**3,
+    "t": 1000**4,
+    "tb": 1000**4,
+    "ki": 1024,
+    "kib": 1024,
+    "mi": 1024**2,
+    "mib": 1024**2,
+    "gi": 1024**3,
+    "gib": 1024**3,
+    "ti": 1024**4,
+    "tib": 1024**4,
+}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+SIZE_HINT = "a byte count or a size such as 4KiB, 1MiB, 2GiB (powers of 1024) or 4kB, 1MB (powers of 1000)"
+
+
+class SizeError(ValueError):
+    """A value that is not a size."""
+
+
+def parse_size(value) -> int:
+    """Bytes in `value`: an int, or a string such as "4KiB" or "1.5 MB"."""
+    if isinstance(value, bool):
+        raise SizeError(f"{value!r} is not a size: expected {SIZE_HINT}")
+    if isinstance(value, int):
+        if value < 0:
+            raise SizeError(f"{value!r} is negative: expected {SIZE_HINT}")
+        return value
+    if isinstance(value, float) and value.is_integer() and value >= 0:
+        return int(value)
+    if not isinstance(value, str):
+        raise SizeError(f"{value!r} is not a size: expected {SIZE_HINT}")
+    match = _SIZE.match(value)
+    if not match or match.group(2).lower() not in _UNITS:
+        raise SizeError(f"{value!r} is not a size: expected {SIZE_HINT}")
+    number = float(match.group(1)) * _UNITS[match.group(2).lower()]
+    if not number.is_integer():
+        raise SizeError(f"{value!r} is not a whole number of bytes")
+    return int(number)
+
+
+def format_size(nbytes: int) -> str:
+    """The shortest exact IEC spelling of `nbytes`: 4096 -> "4KiB", 1000 -> "1000B"."""
+    for unit, factor in (("TiB", 1024**4), ("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if nbytes >= factor and nbytes % factor == 0:
+            return f"{nbytes // factor}{unit}"
+    return f"{nbytes}B"
+
+
+def expand_sizes(spec) -> list[int]:
+    """A size, a list of sizes, or a range {from, to, factor} -> sorted distinct byte counts."""
+    if isinstance(spec, dict):
+        start, stop = parse_size(spec["from"]), parse_size(spec["to"])
+        factor = spec.get("factor", 2)
+        if start < 1 or stop < start:
+            raise SizeError(f"range from {spec['from']!r} to {spec['to']!r} is empty: 'from' must be >= 1 and <= 'to'")
+        if not isinstance(factor, (int, float)) or isinstance(factor, bool) or factor <= 1:
+            raise SizeError(f"range factor {factor!r} must be a number > 1")
+        sizes, size = [], float(start)
+        while round(size) <= stop:
+            sizes.append(int(round(size)))
+            size *= factor
+        return sorted(set(sizes))
+    if isinstance(spec, list):
+        return sorted({parse_size(v) for v in spec})
+    return [parse_size(spec)]

@@ -1,0 +1,353 @@
+"""shuffle: network streaming between MPI ranks.
+
+Patterns (one point = one pattern at one message size, window and rank count):
+
+- uni: osu_bw. Rank i < n/2 sends to i + n/2 (osu_mbw_mr's pairing). Per iteration
+  the sender posts W Isend of `size` bytes, Waitall, then waits for a 4-byte ack
+  (OSU's ack; the 1-byte ack of the design changes nothing measurable).
+  bytes = size x W x iterations x pairs; time = the slowest rank's.
+- bidi: osu_bibw. Both sides post W Irecv and W Isend, Waitall.
+  bytes = 2 x size x W x iterations x pairs (both directions counted; mpi4py's
+  demo/osu_bibw.py counts one, so double it before comparing).
+- alltoall: every rank posts W Irecv from and W Isend to every other rank at once,
+  Waitall. bytes = n x (n-1) x W x size x iterations, received by all ranks;
+  time = the slowest rank's.
+- shuffle: the data-dependent operator. Each rank draws (key, payload) tuples
+  (keys uniform, or Zipf with exponent `skew`), partitions them by hash(key) mod n,
+  exchanges counts with Alltoall, then the tuples by a windowed pairwise exchange:
+  each destination's part is cut into `size`-byte messages with at most W sends in
+  flight. Chosen over Alltoallv so that message size and window tune the shuffle
+  exactly as they tune the streaming patterns, which is what the efficiency column
+  compares. bytes = tuple bytes received from other ranks (the local part moves
+  no data); time = the slowest rank's exchange (counts + tuples); partition time is
+  kept apart. Every received tuple is checked to belong to its rank, and the
+  global tuple count and a permutation-invariant checksum are compared.
+
+Bandwidth is bytes / time. Buffers are numpy arrays, allocated and touched once
+per point and sent with the buffer (uppercase) calls: nothing is pickled while timed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from movebench.core.sizes import expand_sizes
+from movebench.family import Family
+
+PATTERNS = ("uni", "bidi", "alltoall", "shuffle")
+PAIRED = ("uni", "bidi")
+ACK_BYTES = 4
+_TAG_DATA, _TAG_ACK = 100, 101
+
+
+class Shuffle(Family):
+    name = "shuffle"
+    point_keys = ("pattern", "nodes", "ranks", "message_size", "window", "skew")
+    summary_measures = ("efficiency", "partition_s", "exchange_s", "imbalance")
+
+    def check(self, section, campaign):
+        problems = []
+        try:
+            expand_sizes(section["message_sizes"])
+        except (ValueError, KeyError) as exc:
+            problems.append(("message_sizes", section["message_sizes"], str(exc)))
+        else:
+            if any(s < 1 for s in expand_sizes(section["message_sizes"])):
+                problems.append(("message_sizes", section["message_sizes"], "every size must be at least 1 byte"))
+        paired = [p for p in section["patterns"] if p in PAIRED]
+        for i, ranks in enumerate(section["ranks"]):
+            if paired and ranks % 2:
+                problems.append((f"ranks[{i}]", ranks, f"patterns {', '.join(paired)} pair ranks (i, i + n/2): "
+                                 "use an even count such as 2, 4 or 8"))
+            for nodes in section["nodes"]:
+                if nodes > ranks:
+                    problems.append((f"nodes", nodes, f"more nodes than the {ranks} ranks of ranks[{i}]: "
+                                     "each node needs at least one rank"))
+        if section["tuple_size"] % 8:
+            problems.append(("tuple_size", section["tuple_size"], "must be a multiple of 8 (an 8-byte key, then "
+                             "8-byte payload words), e.g. 64"))
+        return problems
+
+    def points(self, section, campaign):
+        points = []
+        for pattern in section["patterns"]:
+            for nodes in section["nodes"]:
+                for ranks in section["ranks"]:
+                    if nodes > ranks:
+                        continue
+                    for size in expand_sizes(section["message_sizes"]):
+                        for window in section["windows"]:
+                            for skew in section["skew"] if pattern == "shuffle" else [None]:
+                                point = {"pattern": pattern, "nodes": nodes, "ranks": ranks,
+                                         "message_size": size, "window": window}
+                                if skew is not None:
+                                    point["skew"] = float(skew)
+                                points.append(point)
+        return points
+
+    def kernel_args(self, point, section, campaign):
+        args = ["--pattern", point["pattern"], "--message-size", str(point["message_size"]),
+                "--window", str(point["window"]), "--iterations", str(section["iterations"]),
+                "--nodes", str(point["nodes"])]
+        if point["pattern"] == "shuffle":
+            args += ["--skew", str(point["skew"]), "--tuples-per-rank", str(section["tuples_per_rank"]),
+                     "--tuple-size", str(section["tuple_size"]), "--seed", str(section["seed"])]
+        return args
+
+    def memory_mb(self, point, section):
+        per_rank = 2 * point["message_size"] * max(point["window"], 1) * max(point["ranks"] - 1, 1)
+        if point["pattern"] == "shuffle":
+            per_rank = 4 * section["tuples_per_rank"] * section["tuple_size"]
+        ranks_per_node = -(-point["ranks"] // point["nodes"])
+        return 512 + ranks_per_node * (100 + per_rank // 2**20)
+
+    def derive(self, table):
+        """efficiency = bandwidth / the best bidi median at the same nodes, ranks and message size."""
+        table = table.copy()
+        measured = table[~table["warmup"] & table["ok"].astype(bool)]
+        bidi = measured[measured["variant"] == "bidi"]
+        keys = ["nodes", "ranks", "message_size"]
+        if bidi.empty:
+            table["peak_bidi_Bps"] = np.nan
+        else:
+            medians = bidi.groupby(keys + ["window"])["bandwidth_Bps"].median()
+            peaks = medians.groupby(level=keys).max().rename("peak_bidi_Bps").reset_index()
+            table = table.drop(columns=["peak_bidi_Bps"], errors="ignore").merge(peaks, on=keys, how="left")
+        table["efficiency"] = table["bandwidth_Bps"] / table["peak_bidi_Bps"]
+        return table
+
+    def report_context(self, table, summary, campaign):
+        from movebench import report
+
+        return report.shuffle_section(table, summary)
+
+
+FAMILY = Shuffle()
+
+
+# --- kernels: every rank calls them; each returns (elapsed_s, bytes, extras), equal on all ranks ---
+
+
+def _slowest(comm, seconds):
+    from mpi4py import MPI
+
+    return comm.allreduce(seconds, op=MPI.MAX)
+
+
+def stream_pairs(comm, size, window, iterations, bidirectional, sbuf, rbuf, ack):
+    """osu_bw (bidirectional=False) or osu_bibw between ranks i and i + n/2."""
+    from mpi4py import MPI
+
+    half = comm.size // 2
+    first = comm.rank < half
+    peer = comm.rank + half if first else comm.rank - half
+    smsg, rmsg = [sbuf, size, MPI.BYTE], [rbuf, size, MPI.BYTE]
+    comm.Barrier()
+    start = MPI.Wtime()
+    for _ in range(iterations):
+        if bidirectional:
+            reqs = [comm.Irecv(rmsg, peer, _TAG_DATA) for _ in range(window)]
+            reqs += [comm.Isend(smsg, peer, _TAG_DATA) for _ in range(window)]
+            MPI.Request.Waitall(reqs)
+        elif first:
+            MPI.Request.Waitall([comm.Isend(smsg, peer, _TAG_DATA) for _ in range(window)])
+            comm.Recv([ack, ACK_BYTES, MPI.BYTE], peer, _TAG_ACK)
+        else:
+            MPI.Request.Waitall([comm.Irecv(rmsg, peer, _TAG_DATA) for _ in range(window)])
+            comm.Send([ack, ACK_BYTES, MPI.BYTE], peer, _TAG_ACK)
+    elapsed = _slowest(comm, MPI.Wtime() - start)
+    nbytes = size * window * iterations * half * (2 if bidirectional else 1)
+    return elapsed, nbytes, {"messages": window * iterations * half * (2 if bidirectional else 1)}
+
+
+def stream_alltoall(comm, size, window, iterations, sbuf, rbufs):
+    """Every rank streams W messages to every other rank at once, per iteration."""
+    from mpi4py import MPI
+
+    n, rank = comm.size, comm.rank
+    peers = [(rank + k) % n for k in range(1, n)]
+    smsg = [sbuf, size, MPI.BYTE]
+    comm.Barrier()
+    start = MPI.Wtime()
+    for _ in range(iterations):
+        reqs = [comm.Irecv([rbufs[i], size, MPI.BYTE], src, _TAG_DATA)
+                for i, src in enumerate(reversed(peers)) for _ in range(window)]
+        reqs += [comm.Isend(smsg, dst, _TAG_DATA) for dst in peers for _ in range(window)]
+        MPI.Request.Waitall(reqs)
+    elapsed = _slowest(comm, MPI.Wtime() - start)
+    messages = n * (n - 1) * window * iterations
+    return elapsed, messages * size, {"messages": messages}
+
+
+# --- the data-dependent shuffle ---
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def key_hash(keys: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser: spreads consecutive (and Zipf-hot) keys over all ranks."""
+    with np.errstate(over="ignore"):
+        z = keys.astype(np.uint64) + _GOLDEN
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def destination(keys: np.ndarray, ranks: int) -> np.ndarray:
+    return (key_hash(keys) % np.uint64(ranks)).astype(np.int64)
+
+
+def make_tuples(count: int, tuple_size: int, skew: float, seed: int, rank: int) -> np.ndarray:
+    """`count` rows of `tuple_size // 8` uint64 words: the key, then payload words."""
+    rng = np.random.default_rng([seed, rank])
+    words = tuple_size // 8
+    tuples = np.empty((count, words), dtype=np.uint64)
+    if skew > 0:
+        # Zipf over a finite domain, so any exponent > 0 works (numpy's zipf needs > 1).
+        domain = np.arange(1, 1 << 20, dtype=np.float64)
+        cdf = np.cumsum(domain**-skew)
+        tuples[:, 0] = np.searchsorted(cdf, rng.random(count) * cdf[-1]).astype(np.uint64)
+    else:
+        tuples[:, 0] = rng.integers(0, 2**63, size=count, dtype=np.uint64)
+    tuples[:, 1:] = rng.integers(0, 2**63, size=(count, words - 1), dtype=np.uint64)
+    return tuples
+
+
+def checksum(tuples: np.ndarray) -> int:
+    """Sum over rows of a row hash: equal for any order of the same rows, changed by any flipped bit."""
+    if tuples.size == 0:
+        return 0
+    weights = key_hash(np.arange(1, tuples.shape[1] + 1, dtype=np.uint64)) | np.uint64(1)
+    with np.errstate(over="ignore"):
+        rows = key_hash((tuples * weights).sum(axis=1, dtype=np.uint64))
+        return int(rows.sum(dtype=np.uint64))
+
+
+def partition(tuples: np.ndarray, ranks: int, dest_of=destination):
+    """Rows grouped by destination rank, and how many go to each."""
+    dest = dest_of(tuples[:, 0], ranks)
+    order = np.argsort(dest, kind="stable")
+    return tuples[order], np.bincount(dest, minlength=ranks).astype(np.int64)
+
+
+def exchange(comm, outgoing: np.ndarray, counts: np.ndarray, message_size: int, window: int):
+    """Counts by Alltoall, then tuples in `message_size` pieces, at most `window` sends in flight."""
+    from mpi4py import MPI
+
+    n, rank, row_bytes = comm.size, comm.rank, outgoing.shape[1] * 8
+    incoming_counts = np.empty(n, dtype=np.int64)
+    comm.Alltoall(counts, incoming_counts)
+    send_offsets = np.concatenate([[0], np.cumsum(counts)]) * row_bytes
+    recv_offsets = np.concatenate([[0], np.cumsum(incoming_counts)]) * row_bytes
+    incoming = np.empty((int(incoming_counts.sum()), outgoing.shape[1]), dtype=np.uint64)
+    sbytes, rbytes = outgoing.reshape(-1).view(np.uint8), incoming.reshape(-1).view(np.uint8)
+    rbytes[recv_offsets[rank]:recv_offsets[rank + 1]] = sbytes[send_offsets[rank]:send_offsets[rank + 1]]
+
+    def pieces(offsets, peer):
+        return [(lo, min(lo + message_size, offsets[peer + 1])) for lo in range(offsets[peer], offsets[peer + 1],
+                                                                                message_size)]
+
+    peers = [(rank + k) % n for k in range(1, n)]
+    recvs = [comm.Irecv(rbytes[lo:hi], (rank - k) % n, _TAG_DATA)
+             for k in range(1, n) for lo, hi in pieces(recv_offsets, (rank - k) % n)]
+    sends = [(dst, lo, hi) for dst in peers for lo, hi in pieces(send_offsets, dst)]
+    in_flight = []
+    for dst, lo, hi in sends:
+        if len(in_flight) == window:
+            done = set(MPI.Request.Waitsome(in_flight))
+            in_flight = [r for i, r in enumerate(in_flight) if i not in done]
+        in_flight.append(comm.Isend(sbytes[lo:hi], dst, _TAG_DATA))
+    MPI.Request.Waitall(in_flight + recvs)
+    received = int(rbytes.size - (recv_offsets[rank + 1] - recv_offsets[rank]))
+    return incoming, received, len(sends)
+
+
+def verify(comm, incoming: np.ndarray, sent_total: int, sent_checksum: int, dest_of=destination) -> str | None:
+    """None when the shuffle kept every tuple and each landed on its owner, else why not."""
+    from mpi4py import MPI
+
+    misrouted = int(np.count_nonzero(dest_of(incoming[:, 0], comm.size) != comm.rank))
+    total_misrouted = comm.allreduce(misrouted)
+    total = comm.allreduce(incoming.shape[0])
+    mask = (1 << 64) - 1
+    received_sum = comm.allreduce(checksum(incoming), op=MPI.SUM) & mask
+    expected_sum = comm.allreduce(sent_checksum, op=MPI.SUM) & mask
+    problems = []
+    if total_misrouted:
+        problems.append(f"{total_misrouted} tuples landed on a rank that does not own their key")
+    if total != sent_total:
+        problems.append(f"{total} tuples received, {sent_total} sent")
+    if received_sum != expected_sum:
+        problems.append("checksum of received tuples differs from the sent ones")
+    return "; ".join(problems) or None
+
+
+def run_shuffle(comm, tuples, message_size, window, dest_of=destination, route=None):
+    """One timed shuffle. `route` picks destinations (defaults to `dest_of`; tests pass a wrong one)."""
+    from mpi4py import MPI
+
+    comm.Barrier()
+    start = MPI.Wtime()
+    outgoing, counts = partition(tuples, comm.size, route or dest_of)
+    parted = MPI.Wtime()
+    incoming, received, messages = exchange(comm, outgoing, counts, message_size, window)
+    end = MPI.Wtime()
+    partition_s = _slowest(comm, parted - start)
+    exchange_s = _slowest(comm, end - parted)
+    per_rank = comm.allgather(incoming.nbytes)
+    error = verify(comm, incoming, comm.allreduce(tuples.shape[0]), checksum(tuples), dest_of)
+    extras = {"partition_s": partition_s, "exchange_s": exchange_s, "messages": comm.allreduce(messages),
+              "imbalance": max(per_rank) / (sum(per_rank) / len(per_rank)) if sum(per_rank) else 1.0,
+              "verified": error is None}
+    if error:
+        extras.update(ok=False, error=error)
+    return exchange_s, comm.allreduce(received), extras
+
+
+def main(argv=None):
+    from mpi4py import MPI
+
+    from movebench.kernel import argument_parser, run_mpi
+
+    parser = argument_parser("shuffle", __doc__.split("\n\n")[0])
+    parser.add_argument("--pattern", choices=PATTERNS, required=True)
+    parser.add_argument("--message-size", type=int, required=True, help="bytes per message")
+    parser.add_argument("--window", type=int, default=64, help="messages in flight per peer")
+    parser.add_argument("--iterations", type=int, default=20, help="windows per repetition")
+    parser.add_argument("--nodes", type=int, default=1, help="nodes of the point (recorded)")
+    parser.add_argument("--skew", type=float, default=0.0, help="shuffle: Zipf exponent of keys, 0 uniform")
+    parser.add_argument("--tuples-per-rank", type=int, default=65536, help="shuffle: tuples per rank")
+    parser.add_argument("--tuple-size", type=int, default=64, help="shuffle: bytes per tuple")
+    parser.add_argument("--seed", type=int, default=12345, help="shuffle: key generator seed")
+    args = parser.parse_args(argv)
+    comm = MPI.COMM_WORLD
+    size, window = args.message_size, args.window
+    params = {"pattern": args.pattern, "nodes": args.nodes, "ranks": comm.size, "message_size": size,
+              "window": window}
+    if args.pattern in PAIRED and comm.size % 2:
+        parser.error(f"pattern {args.pattern} needs an even number of ranks, not {comm.size}")
+    # Touched once here, so first-touch page faults stay out of every timed region.
+    sbuf = np.ones(size, dtype=np.uint8)
+    if args.pattern in PAIRED:
+        rbuf, ack = np.ones(size, dtype=np.uint8), np.zeros(ACK_BYTES, dtype=np.uint8)
+
+        def measure(rep, warmup):
+            return stream_pairs(comm, size, window, args.iterations, args.pattern == "bidi", sbuf, rbuf, ack)
+    elif args.pattern == "alltoall":
+        rbufs = [np.ones(size, dtype=np.uint8) for _ in range(comm.size - 1)]
+
+        def measure(rep, warmup):
+            return stream_alltoall(comm, size, window, args.iterations, sbuf, rbufs)
+    else:
+        params["skew"] = args.skew
+        tuples = make_tuples(args.tuples_per_rank, args.tuple_size, args.skew, args.seed, comm.rank)
+
+        def measure(rep, warmup):
+            return run_shuffle(comm, tuples, size, window)
+    extra_meta = {"buffers_reused": args.pattern != "shuffle",
+                  "iterations": args.iterations}
+    run_mpi(comm, args, "shuffle", args.pattern, params, measure, extra_meta)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+# The grid of points, their paths, and what every point rule shares.
+import json
+import shlex
+
+from movebench import family as families
+from movebench.core import envinfo
+
+CAMPAIGN = config["campaign"]
+RESULTS = CAMPAIGN["results_dir"]
+RAW = f"{RESULTS}/raw"
+FAILED = f"{RESULTS}/failed"
+LOGS = f"{RESULTS}/logs"
+TABLES = f"{RESULTS}/tables"
+GRID = campaign_config.grid(config, SCHEMAS)
+CONFIG_HASH = envinfo.config_hash(config)
+PACKAGE = Path(workflow.basedir) / "src" / "movebench"
+
+
+wildcard_constraints:
+    point=r"[^/~]+~[^/]+(/[^/~]+~[^/]+)*",
+
+
+def point_paths(family):
+    return [families.point_path(p) for p in GRID.get(family, [])]
+
+
+def point_outputs(family, ext=".jsonl"):
+    return [f"{RAW}/{family}/{p}{ext}" for p in point_paths(family)]
+
+
+def _point(family, wildcards):
+    return families.parse_point_path(wildcards.point)
+
+
+def kernel_sources(family):
+    """A point reruns when its kernel or the code that writes its records changes."""
+    return [str(PACKAGE / f"{family}.py")] + [
+        str(PACKAGE / name)
+        for name in ("kernel.py", "launch.py", "core/records.py", "core/timing.py")
+    ]
+
+
+def point_params(family):
+    fam = families.load(family)
+    section = config[family]
+    return {
+        "kernel_args": lambda w: shlex.join(
+            fam.kernel_args(_point(family, w), section, CAMPAIGN)
+        ),
+        "failed": lambda w: f"{FAILED}/{family}/{w.point}.json",
+        "repetitions": section.get("repetitions", CAMPAIGN["repetitions"]),
+        "warmups": section.get("warmups", CAMPAIGN["warmups"]),
+        "timeout": CAMPAIGN["timeout"],
+        # The profile picks the MPI launcher with default-resources mpi=...; plain runs use mpiexec.
+        "launcher": lambda w, resources: getattr(resources, "mpi", "mpiexec"),
+    }
+
+
+def point_resources(family):
+    """Ranks and nodes from the point; runtime from the timeout; one benchmark at a time locally."""
+    fam = families.load(family)
+    section = config[family]
+    return {
+        "tasks": lambda w: fam.ranks(_point(family, w)),
+        "nodes": lambda w: fam.nodes(_point(family, w)),
+        "mem_mb": lambda w: fam.memory_mb(_point(family, w), section),
+        "runtime": max(1, int(-(-CAMPAIGN["timeout"] // 60)) + 1),
+        "benchmark_slots": 1,
+    }
+
+
+# The command every point rule runs.
+LAUNCH = (
+    "python -m movebench.launch --family {params.family} --point {wildcards.point:q}"
+    " --ranks {resources.tasks} --nodes {resources.nodes} --launcher {params.launcher:q}"
+    " --timeout {params.timeout} --repetitions {params.repetitions} --warmups {params.warmups}"
+    " --kernel-args {params.kernel_args:q} --out {output.records} --meta {output.meta}"
+    " --failed {params.failed:q} --config-hash " + CONFIG_HASH
+    + " --campaign " + shlex.quote(CAMPAIGN["name"]) + " > {log} 2>&1"
+)

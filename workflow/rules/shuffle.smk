@@ -1,0 +1,20 @@
+# shuffle: one MPI job per point (pattern, nodes, ranks, message size, window, skew).
+
+
+rule shuffle_point:
+    input:
+        kernel_sources("shuffle"),
+    output:
+        records=f"{RAW}/shuffle/{{point}}.jsonl",
+        meta=f"{RAW}/shuffle/{{point}}.meta.json",
+    log:
+        f"{LOGS}/shuffle/{{point}}.log",
+    params:
+        family="shuffle",
+        **point_params("shuffle"),
+    resources:
+        **point_resources("shuffle"),
+    group:
+        "shuffle"
+    shell:
+        LAUNCH

@@ -26,7 +26,7 @@ def main() -> int:
         path = Path(tmp) / "config.yaml"
         path.write_text(yaml.safe_dump(config))
         run = subprocess.run([sys.executable, "-m", "movebench", "--configfile", str(path), "run",
-                              "--profile", "local", "--quiet", "progress"], cwd=ROOT)
+                              "--profile", "local"], cwd=ROOT)
         subprocess.run([sys.executable, "-m", "movebench", "--configfile", str(path), "efficiency"], cwd=ROOT,
                        check=True)
         return run.returncode

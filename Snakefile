@@ -33,6 +33,29 @@ localrules:
     report,
 
 
+# One per point. Local profile: one benchmark at a time on this machine. Slurm profile: a limit per
+# submitted job, so that points packed into one allocation (--group-components) are sized to run
+# one after another in it (the largest point's nodes, the sum of their runtimes); jobs of their
+# own still run side by side.
+resource_scopes:
+    benchmark_slots="local",
+
+
+onstart:
+    # Under the slurm executor: stop before the first sbatch if the cluster cannot run or track the jobs.
+    if workflow.executor_plugin is not None and workflow.executor_plugin.name == "slurm":
+        from movebench import cluster
+
+        points = [
+            (job.rule.name.removesuffix("_point"), dict(job.resources))
+            for job in workflow.dag.needrun_jobs()
+            if job.rule.name.removesuffix("_point") in GRID
+        ]
+        problems = cluster.preflight(workflow.executor_settings, points)
+        if problems:
+            sys.exit(cluster.preflight_message(problems))
+
+
 rule all:
     input:
         f"{RESULTS}/report.html",

@@ -11,13 +11,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import yaml
+
+from movebench import cluster
 from movebench import config as campaign_config
 from movebench import family as families
 
@@ -63,25 +65,58 @@ def run(args) -> int:
     return rc
 
 
+def _profile_settings(name: str) -> dict:
+    """The profile's config.yaml, found as Snakemake finds it: a folder here, in the repository, or a path."""
+    for base in (Path.cwd(), ROOT, ROOT / "profiles"):
+        path = base / name / "config.yaml"
+        if path.exists():
+            return yaml.safe_load(path.read_text()) or {}
+    sys.exit(f"movebench plan: no profile {name!r} (looked for {name}/config.yaml here, in {ROOT} and {ROOT}/profiles)")
+
+
+def _key_values(items, what: str) -> dict[str, int]:
+    """`a=1 b=2` (Snakemake's --group-components / --resources syntax, or a profile's list or mapping)."""
+    if isinstance(items, dict):
+        items = [f"{k}={v}" for k, v in items.items()]
+    out = {}
+    for item in items or []:
+        key, sep, value = str(item).partition("=")
+        try:
+            out[key.strip()] = int(value)
+        except ValueError:
+            sys.exit(f"movebench plan: {what} {item!r}: expected name=integer")
+        if not sep:
+            sys.exit(f"movebench plan: {what} {item!r}: expected name=integer")
+    return out
+
+
 def plan(args) -> int:
-    """Jobs, nodes and node-hours the campaign asks for, from the grid and the profile's runtime."""
+    """Jobs, nodes and node-hours the campaign asks for under a Slurm profile, before anything is submitted."""
     config = _load(args.configfile)
     grid = campaign_config.grid(config)
-    timeout_h = config["campaign"]["timeout"] / 3600
-    rows, total_jobs, total_nh = [], 0, 0.0
-    for name, points in grid.items():
-        fam = families.load(name)
-        nodes = [fam.nodes(p) for p in points]
-        node_hours = sum(n * timeout_h for n in nodes)
-        rows.append((name, len(points), max(nodes, default=0), sum(nodes), node_hours))
-        total_jobs += len(points)
-        total_nh += node_hours
-    print(f"{'family':10s} {'jobs':>6s} {'max nodes':>10s} {'node-jobs':>10s} {'node-hours (at timeout)':>24s}")
-    for name, jobs, maxn, sumn, nh in rows:
-        print(f"{name:10s} {jobs:6d} {maxn:10d} {sumn:10d} {nh:24.2f}")
-    print(f"{'total':10s} {total_jobs:6d} {'':10s} {'':10s} {total_nh:24.2f}")
-    print(f"(each point's runtime limit is campaign.timeout = {config['campaign']['timeout']:g} s, rounded up to "
-          f"{math.ceil(config['campaign']['timeout'] / 60) + 1} min in the Slurm request)")
+    profile = _profile_settings(args.profile)
+    group_components = _key_values(profile.get("group-components"), "group-components")
+    group_components.update(_key_values(args.group_components, "--group-components"))
+    resources = _key_values(profile.get("resources"), "resources")
+    resources.update(_key_values(args.resources, "--resources"))
+    runtime_override = {}
+    for rule, res in (profile.get("set-resources") or {}).items():
+        if isinstance(res, dict) and "runtime" in res and rule.endswith("_point"):
+            runtime_override[rule.removesuffix("_point")] = int(res["runtime"])
+    raw = Path(config["campaign"]["results_dir"])
+    raw = (raw if raw.is_absolute() else ROOT / raw) / "raw"
+
+    def done(name, point):
+        return (raw / name / f"{families.point_path(point)}.jsonl").exists()
+
+    jobs = cluster.plan_jobs(grid, {name: families.load(name) for name in grid}, config["campaign"], done=done,
+                             group_components=group_components, resources=resources,
+                             runtime_override=runtime_override)
+    packing = ", ".join(f"{k}={v}" for k, v in group_components.items())
+    print(f"movebench plan: campaign {config['campaign']['name']!r}, profile {args.profile}"
+          + (f", {packing} points per job" if packing else "")
+          + (f", --resources {' '.join(f'{k}={v}' for k, v in resources.items())}" if packing and resources else ""))
+    print(cluster.format_plan(jobs, config["campaign"]))
     return 0
 
 
@@ -117,7 +152,12 @@ def main(argv=None) -> int:
     p_run = sub.add_parser("run", help="start services, run the campaign with snakemake, stop services")
     p_run.add_argument("--profile", default="local", help="snakemake profile: local or slurm")
     p_run.add_argument("snakemake_args", nargs=argparse.REMAINDER, help="passed on to snakemake")
-    sub.add_parser("plan", help="jobs, nodes and node-hours the campaign asks for, before anything runs")
+    p_plan = sub.add_parser("plan", help="Slurm jobs, nodes and node-hours the campaign asks for, before anything runs")
+    p_plan.add_argument("--profile", default="slurm", help="the Slurm profile whose settings size the jobs")
+    p_plan.add_argument("--group-components", nargs="+", default=[], metavar="FAMILY=N",
+                        help="as snakemake's: pack N points of a family into one job")
+    p_plan.add_argument("--resources", nargs="+", default=[], metavar="NAME=N",
+                        help="as snakemake's global --resources (nodes, benchmark_slots): how grouped points share")
     sub.add_parser("efficiency", help="share of the last run's wall time inside timed regions")
     args = parser.parse_args(argv)
     return {"run": run, "plan": plan, "efficiency": efficiency}[args.command](args)

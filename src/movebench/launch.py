@@ -21,6 +21,7 @@ import threading
 import time
 from pathlib import Path
 
+from movebench import cluster
 from movebench import family as families
 from movebench.core import records
 
@@ -93,8 +94,11 @@ def run_point(args) -> int:
     print("movebench: " + shlex.join(argv), flush=True)
     started = time.time()
     reason, rc = None, None
+    env = os.environ.copy()
+    # Under Snakemake's slurm executor the job step hid the allocation's nodes: dragon and Hydra need them.
+    env.update(cluster.allocation_env(env))
     try:
-        run = _Run(argv, os.environ.copy())
+        run = _Run(argv, env)
     except OSError as exc:
         run, reason = None, f"could not start {argv[0]!r}: {exc.strerror or exc}"
 

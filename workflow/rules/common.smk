@@ -1,6 +1,7 @@
 # The grid of points, their paths, and what every point rule shares.
 import shlex
 
+from movebench import cluster
 from movebench import family as families
 from movebench.core import envinfo
 
@@ -63,7 +64,7 @@ def point_resources(family):
         "tasks": lambda w: fam.ranks(_point(family, w)),
         "nodes": lambda w: fam.nodes(_point(family, w)),
         "mem_mb": lambda w: fam.memory_mb(_point(family, w), section),
-        "runtime": max(1, int(-(-CAMPAIGN["timeout"] // 60)) + 1),
+        "runtime": cluster.runtime_minutes(CAMPAIGN),
         "benchmark_slots": 1,
     }
 

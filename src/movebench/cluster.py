@@ -1,0 +1,290 @@
+"""The Slurm side of a campaign: what a point job asks for, what the campaign costs, and a check first.
+
+- `runtime_minutes`: the time limit of a point job (the rules' `runtime` resource).
+- `plan_jobs` / `format_plan`: the Slurm jobs, nodes and node-hours a campaign asks for, from the
+  grid, before anything is submitted (`python -m movebench plan`, `make plan`).
+- `preflight`: run by the Snakefile's `onstart` under the slurm executor. It stops the run before the
+  first submission when the cluster cannot answer what the executor will ask it, instead of letting
+  Snakemake poll for ever: a status command that cannot see finished jobs, a point bigger than its
+  partition, a point rule without the `mpi` resource.
+- `allocation_env`: the allocation's node count and list, which the executor's job step removes
+  from the environment of every rule (with every other `SLURM_*` variable but the job id), read
+  back from `scontrol` for launchers that need them (`dragon`, Hydra's `mpiexec -launcher slurm`).
+
+Facts of snakemake-executor-plugin-slurm 2.x this relies on (see docs/slurm.md):
+- A job that the status command does not list is assumed to be "not yet visible" and polled
+  again, for ever. `sacct` without slurmdbd fails on every poll: the same.
+- `squeue` lists a finished job for `MinJobAge` seconds only; the plugin waits up to 180 s between
+  two polls. It swaps `squeue` for `sacct` by itself when `MinJobAge` < 3 x the first interval
+  and `sacct` exists, and `sacct` for `squeue` when `sacct` is not installed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+#: The plugin's longest wait between two status polls (max_sleep_time in its check_active_jobs).
+POLL_CAP_S = 180
+#: The plugin's default first interval before status checks (init_seconds_before_status_checks).
+DEFAULT_INIT_INTERVAL_S = 40
+
+
+def runtime_minutes(campaign: dict) -> int:
+    """Slurm time limit of one point: the point's kill timeout in whole minutes, plus one for start and clean-up."""
+    return max(1, math.ceil(campaign["timeout"] / 60) + 1)
+
+
+# --------------------------------------------------------------------------- plan
+
+
+@dataclass
+class PlannedJob:
+    """One Slurm job of the campaign: one point, or a group of points packed into one allocation."""
+
+    family: str
+    points: int
+    nodes: int
+    runtime_min: int
+    to_run: int
+
+    @property
+    def node_hours(self) -> float:
+        return self.nodes * self.runtime_min / 60
+
+
+def _layers(points: list[tuple[int, int]], max_nodes: int | None, max_points: int | None) -> tuple[int, int]:
+    """(nodes, runtime) of a group of (nodes, runtime) points, as Snakemake sizes a group job.
+
+    Snakemake fits the group's independent jobs into layers that respect the global `--resources`
+    (here nodes, and benchmark_slots: one per point), asks for the widest layer, and adds up the
+    layers' runtimes. Without limits every point is in one layer: nodes add up, runtime is the longest.
+    """
+    layers: list[list[tuple[int, int]]] = []
+    for nodes, runtime in sorted(points, key=lambda p: (-p[0], -p[1])):
+        for layer in layers:
+            fits_nodes = max_nodes is None or sum(n for n, _ in layer) + nodes <= max_nodes
+            fits_slots = max_points is None or len(layer) < max_points
+            if fits_nodes and fits_slots:
+                layer.append((nodes, runtime))
+                break
+        else:
+            layers.append([(nodes, runtime)])
+    return max(sum(n for n, _ in layer) for layer in layers), sum(max(r for _, r in layer) for layer in layers)
+
+
+def plan_jobs(grid: dict[str, list[dict]], families: dict, campaign: dict, *, done=lambda family, point: False,
+              group_components: dict[str, int] | None = None, resources: dict[str, int] | None = None,
+              runtime_override: dict[str, int] | None = None) -> list[PlannedJob]:
+    """The Slurm jobs of a campaign, in grid order.
+
+    `group_components` (family -> points per job) packs each family's points N at a time, as
+    `--group-components <family>=N` does with the point rules' group (named after the family);
+    `resources` are Snakemake's global `--resources` (nodes, benchmark_slots) that decide how a
+    group's points share its allocation. `runtime_override` (family -> minutes) is what a profile's
+    `set-resources: <family>_point: runtime:` asks instead of the campaign's timeout. `done(family,
+    point)` says whether a point's records exist already: those are listed but need no job.
+    """
+    group_components = group_components or {}
+    resources = resources or {}
+    runtime_override = runtime_override or {}
+    jobs = []
+    for name, points in grid.items():
+        fam = families[name]
+        runtime = int(runtime_override.get(name, runtime_minutes(campaign)))
+        per_job = max(1, int(group_components.get(name, 1)))
+        for start in range(0, len(points), per_job):
+            chunk = points[start:start + per_job]
+            todo = [p for p in chunk if not done(name, p)]
+            sized = [(fam.nodes(p), runtime) for p in (todo or chunk)]
+            nodes, minutes = _layers(sized, resources.get("nodes"), resources.get("benchmark_slots"))
+            jobs.append(PlannedJob(name, len(chunk), nodes, minutes, len(todo)))
+    return jobs
+
+
+def format_plan(jobs: list[PlannedJob], campaign: dict) -> str:
+    header = f"{'family':10s} {'points':>7s} {'jobs':>6s} {'nodes/job':>10s} {'to run':>7s} {'node-hours':>11s}"
+    lines = [header]
+    families = list(dict.fromkeys(j.family for j in jobs))
+    total_nh = total_todo_nh = 0.0
+    for name in families:
+        mine = [j for j in jobs if j.family == name]
+        sizes = sorted({j.nodes for j in mine})
+        nodes = f"{sizes[0]}" if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}"
+        todo = [j for j in mine if j.to_run]
+        nh = sum(j.node_hours for j in mine)
+        total_nh += nh
+        total_todo_nh += sum(j.node_hours for j in todo)
+        points = sum(j.points for j in mine)
+        lines.append(f"{name:10s} {points:7d} {len(mine):6d} {nodes:>10s} {len(todo):7d} {nh:11.2f}")
+    todo_jobs = [j for j in jobs if j.to_run]
+    lines.append(f"{'total':10s} {sum(j.points for j in jobs):7d} {len(jobs):6d} "
+                 f"{max((j.nodes for j in jobs), default=0):10d} {len(todo_jobs):7d} {total_nh:11.2f}")
+    lines.append("")
+    lines.append(f"node-hours = nodes x runtime limit per job, as reserved (sites usually charge the elapsed time, "
+                 f"less); a point's limit is campaign.timeout = {campaign['timeout']:g} s -> "
+                 f"{runtime_minutes(campaign)} min.")
+    if len(todo_jobs) != len(jobs):
+        lines.append(f"still to run: {len(todo_jobs)} jobs, {total_todo_nh:.2f} node-hours (the others have records).")
+    lines.append("aggregate and report run where snakemake runs: no Slurm job.")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- preflight
+
+
+def _run(argv: list[str], timeout: float = 30.0) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError as exc:
+        return subprocess.CompletedProcess(argv, 127, "", str(exc))
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(argv, 124, "", f"no answer within {timeout:g} s")
+
+
+def _first_error(proc: subprocess.CompletedProcess) -> str:
+    text = (proc.stderr or proc.stdout or "").strip().splitlines()
+    return text[-1] if text else f"exit status {proc.returncode}"
+
+
+def min_job_age_s(config_text: str) -> int | None:
+    """MinJobAge from `scontrol show config` ("MinJobAge = 300 sec")."""
+    m = re.search(r"^MinJobAge\s*=\s*(\d+)", config_text, re.MULTILINE)
+    return int(m.group(1)) if m else None
+
+
+def partitions(text: str) -> dict[str, dict[str, str]]:
+    """`scontrol show partition -o`: one line per partition of Key=Value fields."""
+    parts = {}
+    for line in text.splitlines():
+        fields = dict(tok.split("=", 1) for tok in line.split() if "=" in tok)
+        if "PartitionName" in fields:
+            parts[fields["PartitionName"]] = fields
+    return parts
+
+
+def slurm_minutes(text: str) -> float | None:
+    """A Slurm time limit ("UNLIMITED", "30", "1:00:00", "2-00:00:00") in minutes; None when unlimited."""
+    if text in ("UNLIMITED", "INFINITE", "NONE", ""):
+        return None
+    days, _, rest = text.rpartition("-")
+    parts = [int(x) for x in rest.split(":")]
+    if len(parts) == 1:
+        minutes = parts[0]
+    elif len(parts) == 2:
+        minutes = parts[0] + parts[1] / 60
+    else:
+        minutes = parts[0] * 60 + parts[1] + parts[2] / 60
+    return minutes + (int(days) * 1440 if days else 0)
+
+
+def effective_status_command(asked: str | None, init_interval_s: float, min_job_age: int | None,
+                             sacct_installed: bool) -> str:
+    """The command the plugin will really poll with (it overrides the setting in two cases)."""
+    command = asked or ("sacct" if sacct_installed else "squeue")
+    if command == "squeue" and (min_job_age is None or min_job_age < 3 * init_interval_s) and sacct_installed:
+        command = "sacct"
+    if command == "sacct" and not sacct_installed:
+        command = "squeue"
+    return command
+
+
+def preflight(executor_settings, point_jobs: list[tuple[str, dict]], run=_run) -> list[str]:
+    """Problems that would make the slurm executor fail late or poll for ever; empty when all is well.
+
+    `point_jobs`: (family, resources) of every point job about to be submitted.
+    """
+    problems = []
+    parts_proc = run(["scontrol", "show", "partition", "-o"])
+    if parts_proc.returncode != 0:
+        return [f"no Slurm controller answers here (`scontrol show partition`: {_first_error(parts_proc)}). "
+                "Run snakemake on a login node of the cluster, or start the test cluster (make slurm-up)."]
+    parts = partitions(parts_proc.stdout)
+
+    init = getattr(executor_settings, "init_seconds_before_status_checks", None) or DEFAULT_INIT_INTERVAL_S
+    asked = getattr(executor_settings, "status_command", None)
+    config_proc = run(["scontrol", "show", "config"])
+    min_age = min_job_age_s(config_proc.stdout) if config_proc.returncode == 0 else None
+    sacct_installed = shutil.which("sacct") is not None
+    command = effective_status_command(asked, init, min_age, sacct_installed)
+    if command == "sacct":
+        sacct = run(["sacct", "--noheader", "-X", "--format=JobID", "--jobs=1"])
+        if sacct.returncode != 0:
+            fix = ("set `slurm-status-command: squeue` in the profile or on the command line "
+                   f"(`--slurm-status-command squeue`): MinJobAge is {min_age} s here, which is enough"
+                   if min_age is not None and min_age > POLL_CAP_S and min_age >= 3 * init else
+                   f"ask the admins for job accounting (slurmdbd), or for MinJobAge > {POLL_CAP_S} s so that "
+                   "`--slurm-status-command squeue` can be used (MinJobAge is "
+                   f"{min_age if min_age is not None else 'unknown'} s here)")
+            why = "" if asked == "sacct" else f" (asked: {asked}, but MinJobAge {min_age} s < 3 x {init:g} s)"
+            problems.append(f"job status: the slurm executor would poll with sacct{why}, which fails here "
+                            f"({_first_error(sacct)}), and wait for its jobs for ever. Fix: {fix}.")
+    elif min_age is not None and min_age <= POLL_CAP_S:
+        problems.append(f"job status: squeue forgets a finished job after MinJobAge = {min_age} s, and the slurm "
+                        f"executor may wait up to {POLL_CAP_S} s between two polls: a job that finished in between "
+                        "is polled for ever. Fix: job accounting (slurmdbd) and `slurm-status-command: sacct`, or "
+                        f"MinJobAge > {POLL_CAP_S} s.")
+
+    default = next((name for name, p in parts.items() if p.get("Default") == "YES"), None)
+    reported = set()
+    for family, res in point_jobs:
+        if "mpi" not in res and family not in reported:
+            reported.add(family)
+            problems.append(f"{family}_point has no `mpi` resource: the executor would wrap the point in "
+                            "`srun -n 1` and the ranks would not spread over the job's nodes. The slurm profile "
+                            "sets it in default-resources; a `--default-resources` on the command line replaces "
+                            "that whole list: repeat it there (mpi=\"srun --mpi=pmi2 -N {nodes} -n {ranks}\") or "
+                            "use --set-resources for the partition and account.")
+        partition = res.get("slurm_partition") or default
+        if partition not in parts:
+            if (family, "partition") not in reported:
+                reported.add((family, "partition"))
+                problems.append(f"{family} points: partition {partition!r} does not exist here "
+                                f"(partitions: {', '.join(parts) or 'none'}).")
+            continue
+        info = parts[partition]
+        total = int(info.get("TotalNodes", "0") or 0)
+        max_nodes = info.get("MaxNodes", "UNLIMITED")
+        limit = total if max_nodes in ("UNLIMITED", "") else min(total, int(max_nodes))
+        nodes = int(res.get("nodes", 1) or 1)
+        if nodes > limit and (family, "nodes", nodes) not in reported:
+            reported.add((family, "nodes", nodes))
+            problems.append(f"{family}.nodes = {nodes}: partition {partition} gives a job at most {limit} nodes "
+                            f"(TotalNodes={total}, MaxNodes={max_nodes}); such a job would wait for ever.")
+        max_time = slurm_minutes(info.get("MaxTime", "UNLIMITED"))
+        runtime = res.get("runtime")
+        if max_time is not None and isinstance(runtime, (int, float)) and runtime > max_time \
+                and (family, "runtime") not in reported:
+            reported.add((family, "runtime"))
+            problems.append(f"campaign.timeout: {family} points ask for {runtime} min but partition {partition} "
+                            f"allows {max_time:g} min (MaxTime); lower campaign.timeout or choose another partition.")
+    return problems
+
+
+def preflight_message(problems: list[str]) -> str:
+    noun = "problem" if len(problems) == 1 else "problems"
+    return (f"movebench: the Slurm cluster cannot run this campaign as configured ({len(problems)} {noun}); "
+            "nothing was submitted:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+# --------------------------------------------------------------------------- inside a job
+
+
+def allocation_env(environ: dict, run=_run) -> dict[str, str]:
+    """SLURM_JOB_NUM_NODES and SLURM_JOB_NODELIST of the job we are in, when the job step removed them.
+
+    Empty outside a Slurm job, or when they are there already, or when scontrol cannot tell.
+    """
+    job = environ.get("SLURM_JOB_ID")
+    if not job or ("SLURM_JOB_NUM_NODES" in environ and "SLURM_JOB_NODELIST" in environ):
+        return {}
+    proc = run(["scontrol", "show", "job", "-o", job])
+    if proc.returncode != 0:
+        return {}
+    fields = dict(tok.split("=", 1) for tok in proc.stdout.split() if "=" in tok)
+    if "NumNodes" not in fields or "NodeList" not in fields:
+        return {}
+    return {"SLURM_JOB_NUM_NODES": fields["NumNodes"].split("-")[0], "SLURM_JOB_NODELIST": fields["NodeList"]}

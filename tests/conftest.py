@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -43,3 +45,48 @@ def campaign(tmp_path):
         return tmp_path
 
     return write
+
+
+def _running_slurm_cluster():
+    """A test cluster started earlier (e.g. `make slurm-up`) that owns /etc/slurm/slurm.conf."""
+    from movebench.services.slurm import MARKER, SYSTEM_CONF, LocalSlurmCluster
+
+    try:
+        first = SYSTEM_CONF.read_text().splitlines()[0]
+    except (OSError, IndexError):
+        return None
+    if not first.startswith(MARKER):
+        return None
+    cluster = LocalSlurmCluster(first[len(MARKER) :].strip(), install=False)
+    return cluster if cluster.is_running() else None
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """The local two-node Slurm cluster (n1, n2) for the whole session: reused when already up, else started here."""
+    from movebench.services.slurm import LocalSlurmCluster, missing_binaries
+
+    if os.geteuid() != 0 and missing_binaries():
+        pytest.skip("Slurm is not installed and installing it (apt-get) needs root")
+    existing = _running_slurm_cluster()
+    if existing is not None:
+        yield existing
+        return
+    root = Path(tempfile.mkdtemp(prefix="movebench-slurm-test-"))
+    cluster = LocalSlurmCluster(root)
+    cluster.start()
+    print(f"\nslurm cluster started in {cluster.startup_seconds:.2f}s")
+    try:
+        yield cluster
+    finally:
+        print(f"\nslurm cluster stopped in {cluster.stop():.2f}s")
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def job_env(slurm_cluster):
+    """Environment for Slurm clients: this venv's python/mpiexec/snakemake first on PATH, no inherited SLURM_*."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SRUN_", "SALLOC_"))}
+    env.update(slurm_cluster.env())
+    env["PATH"] = os.pathsep.join([str(Path(PYTHON).parent), env.get("PATH", ""), "/usr/sbin", "/usr/bin"])
+    return env

@@ -1,6 +1,6 @@
 """The local two-node Slurm cluster (movebench.services.slurm), with real daemons.
 
-A session fixture starts munged, slurmctld and two slurmd (nodes n1 and n2 on
+The session fixture `slurm_cluster` (tests/conftest.py) starts munged, slurmctld and two slurmd (nodes n1 and n2 on
 127.0.0.1) in a fresh state directory, or reuses one already started with
 `python -m movebench.services.slurm up` (and then leaves it running).  It
 installs Debian's slurm-wlm and munge with apt-get when they are missing,
@@ -18,19 +18,16 @@ What these tests pin down for the project's slurm profile:
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from movebench.services.slurm import MARKER, SYSTEM_CONF, LocalSlurmCluster, missing_binaries
+from movebench.services.slurm import LocalSlurmCluster
 
 pytestmark = [pytest.mark.slurm, pytest.mark.skipif(sys.platform != "linux", reason="Linux only")]
 
@@ -56,46 +53,6 @@ PROFILE = {
     "slurm-init-seconds-before-status-checks": 2,
     "seconds-between-status-checks": 2,
 }
-
-
-def _running_cluster() -> LocalSlurmCluster | None:
-    """A cluster started earlier (e.g. `make slurm-up`) that owns /etc/slurm/slurm.conf."""
-    try:
-        first = SYSTEM_CONF.read_text().splitlines()[0]
-    except (OSError, IndexError):
-        return None
-    if not first.startswith(MARKER):
-        return None
-    c = LocalSlurmCluster(first[len(MARKER) :].strip(), install=False)
-    return c if c.is_running() else None
-
-
-@pytest.fixture(scope="session")
-def slurm_cluster():
-    if os.geteuid() != 0 and missing_binaries():
-        pytest.skip("Slurm is not installed and installing it (apt-get) needs root")
-    existing = _running_cluster()
-    if existing is not None:
-        yield existing
-        return
-    root = Path(tempfile.mkdtemp(prefix="movebench-slurm-test-"))
-    cluster = LocalSlurmCluster(root)
-    cluster.start()
-    print(f"\nslurm cluster started in {cluster.startup_seconds:.2f}s")
-    try:
-        yield cluster
-    finally:
-        print(f"\nslurm cluster stopped in {cluster.stop():.2f}s")
-        shutil.rmtree(root, ignore_errors=True)
-
-
-@pytest.fixture
-def job_env(slurm_cluster):
-    """Environment for clients: the venv's python/mpiexec/snakemake first on PATH, no inherited SLURM_*."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SRUN_", "SALLOC_"))}
-    env.update(slurm_cluster.env())
-    env["PATH"] = os.pathsep.join([VENV_BIN, env.get("PATH", ""), "/usr/sbin", "/usr/bin"])
-    return env
 
 
 def sbatch_wait(cluster: LocalSlurmCluster, tmp_path: Path, env: dict, *args: str, timeout: float = 120):

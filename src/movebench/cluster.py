@@ -76,9 +76,16 @@ def _layers(points: list[tuple[int, int]], max_nodes: int | None, max_points: in
     return max(sum(n for n, _ in layer) for layer in layers), sum(max(r for _, r in layer) for layer in layers)
 
 
-def plan_jobs(grid: dict[str, list[dict]], families: dict, campaign: dict, *, done=lambda family, point: False,
-              group_components: dict[str, int] | None = None, resources: dict[str, int] | None = None,
-              runtime_override: dict[str, int] | None = None) -> list[PlannedJob]:
+def plan_jobs(
+    grid: dict[str, list[dict]],
+    families: dict,
+    campaign: dict,
+    *,
+    done=lambda family, point: False,
+    group_components: dict[str, int] | None = None,
+    resources: dict[str, int] | None = None,
+    runtime_override: dict[str, int] | None = None,
+) -> list[PlannedJob]:
     """The Slurm jobs of a campaign, in grid order.
 
     `group_components` (family -> points per job) packs each family's points N at a time, as
@@ -97,7 +104,7 @@ def plan_jobs(grid: dict[str, list[dict]], families: dict, campaign: dict, *, do
         runtime = int(runtime_override.get(name, runtime_minutes(campaign)))
         per_job = max(1, int(group_components.get(name, 1)))
         for start in range(0, len(points), per_job):
-            chunk = points[start:start + per_job]
+            chunk = points[start : start + per_job]
             todo = [p for p in chunk if not done(name, p)]
             sized = [(fam.nodes(p), runtime) for p in (todo or chunk)]
             nodes, minutes = _layers(sized, resources.get("nodes"), resources.get("benchmark_slots"))
@@ -121,12 +128,16 @@ def format_plan(jobs: list[PlannedJob], campaign: dict) -> str:
         points = sum(j.points for j in mine)
         lines.append(f"{name:10s} {points:7d} {len(mine):6d} {nodes:>10s} {len(todo):7d} {nh:11.2f}")
     todo_jobs = [j for j in jobs if j.to_run]
-    lines.append(f"{'total':10s} {sum(j.points for j in jobs):7d} {len(jobs):6d} "
-                 f"{max((j.nodes for j in jobs), default=0):10d} {len(todo_jobs):7d} {total_nh:11.2f}")
+    lines.append(
+        f"{'total':10s} {sum(j.points for j in jobs):7d} {len(jobs):6d} "
+        f"{max((j.nodes for j in jobs), default=0):10d} {len(todo_jobs):7d} {total_nh:11.2f}"
+    )
     lines.append("")
-    lines.append(f"node-hours = nodes x runtime limit per job, as reserved (sites usually charge the elapsed time, "
-                 f"less); a point's limit is campaign.timeout = {campaign['timeout']:g} s -> "
-                 f"{runtime_minutes(campaign)} min.")
+    lines.append(
+        f"node-hours = nodes x runtime limit per job, as reserved (sites usually charge the elapsed time, "
+        f"less); a point's limit is campaign.timeout = {campaign['timeout']:g} s -> "
+        f"{runtime_minutes(campaign)} min."
+    )
     if len(todo_jobs) != len(jobs):
         lines.append(f"still to run: {len(todo_jobs)} jobs, {total_todo_nh:.2f} node-hours (the others have records).")
     lines.append("aggregate and report run where snakemake runs: no Slurm job.")
@@ -181,8 +192,9 @@ def slurm_minutes(text: str) -> float | None:
     return minutes + (int(days) * 1440 if days else 0)
 
 
-def effective_status_command(asked: str | None, init_interval_s: float, min_job_age: int | None,
-                             sacct_installed: bool) -> str:
+def effective_status_command(
+    asked: str | None, init_interval_s: float, min_job_age: int | None, sacct_installed: bool
+) -> str:
     """The command the plugin will really poll with (it overrides the setting in two cases)."""
     command = asked or ("sacct" if sacct_installed else "squeue")
     if command == "squeue" and (min_job_age is None or min_job_age < 3 * init_interval_s) and sacct_installed:
@@ -200,8 +212,10 @@ def preflight(executor_settings, point_jobs: list[tuple[str, dict]], run=_run) -
     problems = []
     parts_proc = run(["scontrol", "show", "partition", "-o"])
     if parts_proc.returncode != 0:
-        return [f"no Slurm controller answers here (`scontrol show partition`: {_first_error(parts_proc)}). "
-                "Run snakemake on a login node of the cluster, or start the test cluster (make slurm-up)."]
+        return [
+            f"no Slurm controller answers here (`scontrol show partition`: {_first_error(parts_proc)}). "
+            "Run snakemake on a login node of the cluster, or start the test cluster (make slurm-up)."
+        ]
     parts = partitions(parts_proc.stdout)
 
     init = getattr(executor_settings, "init_seconds_before_status_checks", None) or DEFAULT_INIT_INTERVAL_S
@@ -213,37 +227,47 @@ def preflight(executor_settings, point_jobs: list[tuple[str, dict]], run=_run) -
     if command == "sacct":
         sacct = run(["sacct", "--noheader", "-X", "--format=JobID", "--jobs=1"])
         if sacct.returncode != 0:
-            fix = ("set `slurm-status-command: squeue` in the profile or on the command line "
-                   f"(`--slurm-status-command squeue`): MinJobAge is {min_age} s here, which is enough"
-                   if min_age is not None and min_age > POLL_CAP_S and min_age >= 3 * init else
-                   f"ask the admins for job accounting (slurmdbd), or for MinJobAge > {POLL_CAP_S} s so that "
-                   "`--slurm-status-command squeue` can be used (MinJobAge is "
-                   f"{min_age if min_age is not None else 'unknown'} s here)")
+            fix = (
+                "set `slurm-status-command: squeue` in the profile or on the command line "
+                f"(`--slurm-status-command squeue`): MinJobAge is {min_age} s here, which is enough"
+                if min_age is not None and min_age > POLL_CAP_S and min_age >= 3 * init
+                else f"ask the admins for job accounting (slurmdbd), or for MinJobAge > {POLL_CAP_S} s so that "
+                "`--slurm-status-command squeue` can be used (MinJobAge is "
+                f"{min_age if min_age is not None else 'unknown'} s here)"
+            )
             why = "" if asked == "sacct" else f" (asked: {asked}, but MinJobAge {min_age} s < 3 x {init:g} s)"
-            problems.append(f"job status: the slurm executor would poll with sacct{why}, which fails here "
-                            f"({_first_error(sacct)}), and wait for its jobs for ever. Fix: {fix}.")
+            problems.append(
+                f"job status: the slurm executor would poll with sacct{why}, which fails here "
+                f"({_first_error(sacct)}), and wait for its jobs for ever. Fix: {fix}."
+            )
     elif min_age is not None and min_age <= POLL_CAP_S:
-        problems.append(f"job status: squeue forgets a finished job after MinJobAge = {min_age} s, and the slurm "
-                        f"executor may wait up to {POLL_CAP_S} s between two polls: a job that finished in between "
-                        "is polled for ever. Fix: job accounting (slurmdbd) and `slurm-status-command: sacct`, or "
-                        f"MinJobAge > {POLL_CAP_S} s.")
+        problems.append(
+            f"job status: squeue forgets a finished job after MinJobAge = {min_age} s, and the slurm "
+            f"executor may wait up to {POLL_CAP_S} s between two polls: a job that finished in between "
+            "is polled for ever. Fix: job accounting (slurmdbd) and `slurm-status-command: sacct`, or "
+            f"MinJobAge > {POLL_CAP_S} s."
+        )
 
     default = next((name for name, p in parts.items() if p.get("Default") == "YES"), None)
     reported = set()
     for family, res in point_jobs:
         if "mpi" not in res and family not in reported:
             reported.add(family)
-            problems.append(f"{family}_point has no `mpi` resource: the executor would wrap the point in "
-                            "`srun -n 1` and the ranks would not spread over the job's nodes. The slurm profile "
-                            "sets it in default-resources; a `--default-resources` on the command line replaces "
-                            "that whole list: repeat it there (mpi=\"srun --mpi=pmi2 -N {nodes} -n {ranks}\") or "
-                            "use --set-resources for the partition and account.")
+            problems.append(
+                f"{family}_point has no `mpi` resource: the executor would wrap the point in "
+                "`srun -n 1` and the ranks would not spread over the job's nodes. The slurm profile "
+                "sets it in default-resources; a `--default-resources` on the command line replaces "
+                'that whole list: repeat it there (mpi="srun --mpi=pmi2 -N {nodes} -n {ranks}") or '
+                "use --set-resources for the partition and account."
+            )
         partition = res.get("slurm_partition") or default
         if partition not in parts:
             if (family, "partition") not in reported:
                 reported.add((family, "partition"))
-                problems.append(f"{family} points: partition {partition!r} does not exist here "
-                                f"(partitions: {', '.join(parts) or 'none'}).")
+                problems.append(
+                    f"{family} points: partition {partition!r} does not exist here "
+                    f"(partitions: {', '.join(parts) or 'none'})."
+                )
             continue
         info = parts[partition]
         total = int(info.get("TotalNodes", "0") or 0)
@@ -252,22 +276,32 @@ def preflight(executor_settings, point_jobs: list[tuple[str, dict]], run=_run) -
         nodes = int(res.get("nodes", 1) or 1)
         if nodes > limit and (family, "nodes", nodes) not in reported:
             reported.add((family, "nodes", nodes))
-            problems.append(f"{family}.nodes = {nodes}: partition {partition} gives a job at most {limit} nodes "
-                            f"(TotalNodes={total}, MaxNodes={max_nodes}); such a job would wait for ever.")
+            problems.append(
+                f"{family}.nodes = {nodes}: partition {partition} gives a job at most {limit} nodes "
+                f"(TotalNodes={total}, MaxNodes={max_nodes}); such a job would wait for ever."
+            )
         max_time = slurm_minutes(info.get("MaxTime", "UNLIMITED"))
         runtime = res.get("runtime")
-        if max_time is not None and isinstance(runtime, (int, float)) and runtime > max_time \
-                and (family, "runtime") not in reported:
+        if (
+            max_time is not None
+            and isinstance(runtime, (int, float))
+            and runtime > max_time
+            and (family, "runtime") not in reported
+        ):
             reported.add((family, "runtime"))
-            problems.append(f"campaign.timeout: {family} points ask for {runtime} min but partition {partition} "
-                            f"allows {max_time:g} min (MaxTime); lower campaign.timeout or choose another partition.")
+            problems.append(
+                f"campaign.timeout: {family} points ask for {runtime} min but partition {partition} "
+                f"allows {max_time:g} min (MaxTime); lower campaign.timeout or choose another partition."
+            )
     return problems
 
 
 def preflight_message(problems: list[str]) -> str:
     noun = "problem" if len(problems) == 1 else "problems"
-    return (f"movebench: the Slurm cluster cannot run this campaign as configured ({len(problems)} {noun}); "
-            "nothing was submitted:\n" + "\n".join(f"  - {p}" for p in problems))
+    return (
+        f"movebench: the Slurm cluster cannot run this campaign as configured ({len(problems)} {noun}); "
+        "nothing was submitted:\n" + "\n".join(f"  - {p}" for p in problems)
+    )
 
 
 # --------------------------------------------------------------------------- inside a job

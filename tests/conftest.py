@@ -83,10 +83,14 @@ def slurm_cluster():
         shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.fixture
-def job_env(slurm_cluster):
+def slurm_client_env(cluster) -> dict:
     """Environment for Slurm clients: this venv's python/mpiexec/snakemake first on PATH, no inherited SLURM_*."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SRUN_", "SALLOC_"))}
-    env.update(slurm_cluster.env())
+    env.update(cluster.env())
     env["PATH"] = os.pathsep.join([str(Path(PYTHON).parent), env.get("PATH", ""), "/usr/sbin", "/usr/bin"])
     return env
+
+
+@pytest.fixture
+def job_env(slurm_cluster):
+    return slurm_client_env(slurm_cluster)

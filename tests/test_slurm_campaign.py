@@ -70,12 +70,15 @@ def run_id(text: str) -> str:
 def jobs_of(cluster, name: str) -> list[dict]:
     """The run's Slurm jobs as squeue shows them (MinJobAge keeps finished ones for an hour)."""
     out = cluster.run("squeue", "-h", "-t", "all", "-n", name, "-o", "%i|%T|%D|%l|%N").stdout
-    return [dict(zip(("id", "state", "nodes", "time_limit", "nodelist"), line.split("|"))) for line in out.split()]
+    keys = ("id", "state", "nodes", "time_limit", "nodelist")
+    return [dict(zip(keys, line.split("|"), strict=True)) for line in out.split()]
 
 
 def metas(workdir: Path) -> dict[str, dict]:
     raw = workdir / "results" / "raw" / "shuffle"
-    return {str(p.relative_to(raw)).removesuffix(".meta.json"): json.loads(p.read_text()) for p in raw.rglob("*.meta.json")}  # fmt: skip
+    return {
+        str(p.relative_to(raw)).removesuffix(".meta.json"): json.loads(p.read_text()) for p in raw.rglob("*.meta.json")
+    }
 
 
 def plan_totals(workdir: Path, *args: str) -> dict:
@@ -229,7 +232,7 @@ def test_grouped_points_share_one_allocation_one_after_another(slurm_cluster, tm
         expected = 2 if "/nodes~2/" in point else 1  # srun -N keeps a 1-node point on one node of the two
         assert len(set(meta["rank_nodes"])) == expected, (point, meta["rank_nodes"])
     spans = sorted((m["launch_start"], m["launch_end"]) for m in by_point.values())
-    assert all(end <= next_start for (_, end), (next_start, _) in zip(spans, spans[1:])), spans
+    assert all(end <= next_start for (_, end), (next_start, _) in zip(spans, spans[1:], strict=False)), spans
     planned = plan_totals(tmp_path, "--group-components", "shuffle=4")
     assert (planned["jobs"], planned["nodes"]) == (1, 2)
     assert planned["node_hours"] == pytest.approx(2 * 8 / 60, abs=0.01)

@@ -46,8 +46,19 @@ from xml.sax.saxutils import escape
 ACCOUNT = "standinaccount"
 KEY = base64.b64encode(b"movebench-fileshare-standin-key!").decode()
 MAX_RANGE = 4 * 1024**2
-SIGNED_HEADERS = ("content-encoding", "content-language", "content-length", "content-md5", "content-type", "date",
-                  "if-modified-since", "if-match", "if-none-match", "if-unmodified-since", "range")
+SIGNED_HEADERS = (
+    "content-encoding",
+    "content-language",
+    "content-length",
+    "content-md5",
+    "content-type",
+    "date",
+    "if-modified-since",
+    "if-match",
+    "if-none-match",
+    "if-unmodified-since",
+    "range",
+)
 _RANGE = re.compile(r"^bytes=(\d+)-(\d*)$")
 
 
@@ -127,8 +138,10 @@ class Handler(BaseHTTPRequestHandler):
             self.store.requests.append((self.command, self.path, status))
 
     def _error(self, status: int, code: str, message: str):
-        body = (f'<?xml version="1.0" encoding="utf-8"?><Error><Code>{code}</Code>'
-                f"<Message>{escape(message)}</Message></Error>").encode()
+        body = (
+            f'<?xml version="1.0" encoding="utf-8"?><Error><Code>{code}</Code>'
+            f"<Message>{escape(message)}</Message></Error>"
+        ).encode()
         self._send(status, body, {"Content-Type": "application/xml"}, code=code)
 
     def _body(self) -> bytes:
@@ -141,8 +154,9 @@ class Handler(BaseHTTPRequestHandler):
         account, _, given = credential.partition(":")
         if scheme != "SharedKey" or account != self.server.account or not self.headers.get("x-ms-date"):
             return False
-        expected = signature(self.server.key, string_to_sign(self.command, self.path, dict(self.headers.items()),
-                                                             self.server.account))
+        expected = signature(
+            self.server.key, string_to_sign(self.command, self.path, dict(self.headers.items()), self.server.account)
+        )
         return hmac.compare_digest(expected, given)
 
     def _route(self):
@@ -156,16 +170,21 @@ class Handler(BaseHTTPRequestHandler):
     def _handle(self):
         body = self._body()  # read it even when refusing, so that the connection stays usable
         with self.store.lock:
-            fail = next(((i, status) for i, (status, match) in enumerate(self.store.failures) if match in self.path),
-                        None)
+            fail = next(
+                ((i, status) for i, (status, match) in enumerate(self.store.failures) if match in self.path), None
+            )
             if fail:
                 del self.store.failures[fail[0]]
                 fail = fail[1]
         if fail:
             return self._error(fail, "ServerBusy", "Injected fault: the server is busy.")
         if not self._authorized():
-            return self._error(403, "AuthenticationFailed", "Server failed to authenticate the request. Make sure "
-                               "the value of Authorization header is formed correctly including the signature.")
+            return self._error(
+                403,
+                "AuthenticationFailed",
+                "Server failed to authenticate the request. Make sure "
+                "the value of Authorization header is formed correctly including the signature.",
+            )
         share, path, query = self._route()
         method = self.command
         if share is None:
@@ -176,7 +195,8 @@ class Handler(BaseHTTPRequestHandler):
             if query.get("restype") != "share":
                 return self._error(400, "InvalidQueryParameterValue", "restype=share expected")
             return {"PUT": self._create_share, "DELETE": self._delete_share}.get(
-                method, lambda s: self._error(400, "UnsupportedHttpVerb", f"{method} on a share"))(share)
+                method, lambda s: self._error(400, "UnsupportedHttpVerb", f"{method} on a share")
+            )(share)
         with self.store.lock:
             files = self.store.shares.get(share)
         if files is None:
@@ -205,11 +225,16 @@ class Handler(BaseHTTPRequestHandler):
     def _list_shares(self, prefix: str):
         with self.store.lock:
             names = sorted(n for n in self.store.shares if n.startswith(prefix))
-        items = "".join(f"<Share><Name>{escape(n)}</Name><Properties><Last-Modified>{formatdate(usegmt=True)}"
-                        "</Last-Modified><Etag>\"0x1\"</Etag><Quota>5120</Quota></Properties></Share>" for n in names)
-        body = (f'<?xml version="1.0" encoding="utf-8"?><EnumerationResults ServiceEndpoint='
-                f'"http://{self.headers.get("Host")}/{self.server.account}/"><Prefix>{escape(prefix)}</Prefix>'
-                f"<Shares>{items}</Shares><NextMarker /></EnumerationResults>").encode()
+        items = "".join(
+            f"<Share><Name>{escape(n)}</Name><Properties><Last-Modified>{formatdate(usegmt=True)}"
+            '</Last-Modified><Etag>"0x1"</Etag><Quota>5120</Quota></Properties></Share>'
+            for n in names
+        )
+        body = (
+            f'<?xml version="1.0" encoding="utf-8"?><EnumerationResults ServiceEndpoint='
+            f'"http://{self.headers.get("Host")}/{self.server.account}/"><Prefix>{escape(prefix)}</Prefix>'
+            f"<Shares>{items}</Shares><NextMarker /></EnumerationResults>"
+        ).encode()
         self._send(200, body, {"Content-Type": "application/xml"})
 
     def _create_share(self, share):
@@ -254,7 +279,7 @@ class Handler(BaseHTTPRequestHandler):
         with self.store.lock:
             data = files.get(path)
             if data is not None and end < len(data):
-                data[start:end + 1] = body
+                data[start : end + 1] = body
         if data is None:
             return self._error(404, "ResourceNotFound", "The specified resource does not exist.")
         if end >= len(data):
@@ -277,7 +302,7 @@ class Handler(BaseHTTPRequestHandler):
         end = min(int(match.group(2)) if match.group(2) else len(data) - 1, len(data) - 1)
         if start >= len(data):
             return self._error(416, "InvalidRange", "The range specified is invalid for the current size.")
-        self._send(206, data[start:end + 1], {**headers, "Content-Range": f"bytes {start}-{end}/{len(data)}"})
+        self._send(206, data[start : end + 1], {**headers, "Content-Range": f"bytes {start}-{end}/{len(data)}"})
 
 
 class StandIn:
@@ -299,8 +324,10 @@ class StandIn:
         return self.server.store
 
     def connection_string(self, key: str | None = None) -> str:
-        return (f"DefaultEndpointsProtocol=http;AccountName={self.server.account};AccountKey={key or self.server.key};"
-                f"FileEndpoint=http://127.0.0.1:{self.port}/{self.server.account};")
+        return (
+            f"DefaultEndpointsProtocol=http;AccountName={self.server.account};AccountKey={key or self.server.key};"
+            f"FileEndpoint=http://127.0.0.1:{self.port}/{self.server.account};"
+        )
 
     def fail_next(self, count: int = 1, status: int = 503, match: str = "") -> None:
         """Answer the next `count` requests whose path contains `match` with `status`."""

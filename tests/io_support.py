@@ -18,8 +18,18 @@ MPIEXEC = Path(sys.executable).with_name("mpiexec")
 BLOB_ENV = "MOVEBENCH_TEST_BLOB_CONNECTION"
 FILES_ENV = "MOVEBENCH_TEST_FILES_CONNECTION"
 # Short retries: a test whose service is gone should fail in seconds, not in the SDK's default minute.
-QUICK_RETRY = ["--retry-total", "2", "--retry-initial-backoff-s", "0.1", "--retry-increment-base-s", "1.1",
-               "--retry-jitter-s", "0.05", "--request-timeout-s", "10"]
+QUICK_RETRY = [
+    "--retry-total",
+    "2",
+    "--retry-initial-backoff-s",
+    "0.1",
+    "--retry-increment-base-s",
+    "1.1",
+    "--retry-jitter-s",
+    "0.05",
+    "--request-timeout-s",
+    "10",
+]
 
 
 def kernel_env(**extra) -> dict:
@@ -38,15 +48,46 @@ def backend_args(backend: str, tmp_path: Path) -> list[str]:
     return ["--connection-string-env", FILES_ENV, "--range-size", "16KiB", *QUICK_RETRY]
 
 
-def run_kernel(ranks: int, pattern: str, backend: str, tmp_path: Path, *extra, size="40000", reps=2, warmups=1,
-               env=None, timeout=60, name_prefix=None):
+def run_kernel(
+    ranks: int,
+    pattern: str,
+    backend: str,
+    tmp_path: Path,
+    *extra,
+    size="40000",
+    reps=2,
+    warmups=1,
+    env=None,
+    timeout=60,
+    name_prefix=None,
+):
     """`mpiexec -n ranks python -m movebench.io ...`; returns (completed process, records or None)."""
     out = tmp_path / f"{pattern}-{backend}-{ranks}.jsonl"
     out.unlink(missing_ok=True)
-    argv = [str(MPIEXEC), "-n", str(ranks), sys.executable, "-m", "movebench.io", "--pattern", pattern,
-            "--backend", backend, "--size-per-proc", str(size), "--repetitions", str(reps), "--warmups",
-            str(warmups), "--out", str(out), "--meta", str(out.with_suffix(".meta.json")),
-            *backend_args(backend, tmp_path), *extra]
+    argv = [
+        str(MPIEXEC),
+        "-n",
+        str(ranks),
+        sys.executable,
+        "-m",
+        "movebench.io",
+        "--pattern",
+        pattern,
+        "--backend",
+        backend,
+        "--size-per-proc",
+        str(size),
+        "--repetitions",
+        str(reps),
+        "--warmups",
+        str(warmups),
+        "--out",
+        str(out),
+        "--meta",
+        str(out.with_suffix(".meta.json")),
+        *backend_args(backend, tmp_path),
+        *extra,
+    ]
     if name_prefix:
         argv += ["--name-prefix", name_prefix]
     done = subprocess.run(argv, env=env or kernel_env(), capture_output=True, text=True, timeout=timeout)

@@ -8,6 +8,7 @@ import sys
 import time
 
 import pytest
+
 from io_support import (  # noqa: F401 - fixtures
     BLOB_ENV,
     MPIEXEC,
@@ -19,7 +20,6 @@ from io_support import (  # noqa: F401 - fixtures
     run_kernel,
     standin,
 )
-
 from movebench.services import azurite as azurite_service
 
 pytestmark = pytest.mark.mpi
@@ -65,8 +65,9 @@ def test_pattern_backend_writes_verifies_and_cleans_up(pattern, backend, ranks, 
 
 def test_fileshare_ranges_stay_within_range_size(tmp_path, standin, cloud_env):
     before = len(standin.store.requests)
-    done, _ = run_kernel(2, "sfmw", "fileshare", tmp_path, size=SIZE, reps=1, warmups=0, env=cloud_env,
-                         name_prefix="mbt-ranges")
+    done, _ = run_kernel(
+        2, "sfmw", "fileshare", tmp_path, size=SIZE, reps=1, warmups=0, env=cloud_env, name_prefix="mbt-ranges"
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     puts = [path for method, path, status in standin.store.requests[before:] if "comp=range" in path]
     # 40000 bytes per rank in pieces of at most 16 KiB: 3 ranges per rank.
@@ -82,8 +83,18 @@ def test_cleanup_off_keeps_only_the_last_repetition(tmp_path, azurite, standin, 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_flipped_byte_fails_verification(backend, tmp_path, azurite, standin, cloud_env):
-    done, records = run_kernel(2, "sfmw", backend, tmp_path, "--fault", "flip-byte", reps=1, warmups=0,
-                               env=cloud_env, name_prefix=f"mbt-flip-{backend}")
+    done, records = run_kernel(
+        2,
+        "sfmw",
+        backend,
+        tmp_path,
+        "--fault",
+        "flip-byte",
+        reps=1,
+        warmups=0,
+        env=cloud_env,
+        name_prefix=f"mbt-flip-{backend}",
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     (rec,) = records
     assert rec["ok"] is False and rec["verified"] is False
@@ -100,8 +111,9 @@ def test_verification_off_records_no_verdict(tmp_path):
 def test_a_503_is_retried_and_counted(tmp_path, standin, cloud_env):
     # The first Put Range of the run answers 503 ServerBusy once; the SDK's policy retries it.
     standin.fail_next(1, 503, match="comp=range")
-    done, records = run_kernel(2, "sfmw", "fileshare", tmp_path, reps=1, warmups=1, env=cloud_env,
-                               name_prefix="mbt-retry")
+    done, records = run_kernel(
+        2, "sfmw", "fileshare", tmp_path, reps=1, warmups=1, env=cloud_env, name_prefix="mbt-retry"
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     warm, measured = records
     assert warm["ok"] and warm["retries_write"] == 1 and warm["retries"] == 1
@@ -122,11 +134,33 @@ def test_secrets_stay_out_of_records_meta_and_logs(tmp_path, azurite, cloud_env)
 def launch(tmp_path, name, kernel_args, env, repetitions, timeout=120):
     """The engine's launch wrapper around the kernel, as a Snakemake point rule runs it."""
     out, failed = tmp_path / f"{name}.jsonl", tmp_path / f"{name}.failed.json"
-    argv = [sys.executable, "-m", "movebench.launch", "--family", "io", "--point",
-            "pattern~mfmw/backend~blob/nodes~1/ranks~2/size_per_proc~262144", "--ranks", "2",
-            "--launcher", str(MPIEXEC), "--timeout", str(timeout),
-            "--repetitions", str(repetitions), "--warmups", "0", "--kernel-args", " ".join(kernel_args),
-            "--out", str(out), "--meta", str(tmp_path / f"{name}.meta.json"), "--failed", str(failed)]
+    argv = [
+        sys.executable,
+        "-m",
+        "movebench.launch",
+        "--family",
+        "io",
+        "--point",
+        "pattern~mfmw/backend~blob/nodes~1/ranks~2/size_per_proc~262144",
+        "--ranks",
+        "2",
+        "--launcher",
+        str(MPIEXEC),
+        "--timeout",
+        str(timeout),
+        "--repetitions",
+        str(repetitions),
+        "--warmups",
+        "0",
+        "--kernel-args",
+        " ".join(kernel_args),
+        "--out",
+        str(out),
+        "--meta",
+        str(tmp_path / f"{name}.meta.json"),
+        "--failed",
+        str(failed),
+    ]
     return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True), out, failed
 
 
@@ -135,12 +169,26 @@ def test_a_point_whose_service_dies_fails_clearly_and_a_rerun_leaves_nothing(tmp
         pytest.skip(azurite_service.node_missing())
     location = tmp_path / "azurite-data"  # on disk, so that what the dead run left survives a restart
     prefix = "mbt-dies"
-    args = ["--pattern", "mfmw", "--backend", "blob", "--size-per-proc", "256KiB", "--block-size", "64KiB",
-            "--connection-string-env", BLOB_ENV, "--name-prefix", prefix, *QUICK_RETRY]
+    args = [
+        "--pattern",
+        "mfmw",
+        "--backend",
+        "blob",
+        "--size-per-proc",
+        "256KiB",
+        "--block-size",
+        "64KiB",
+        "--connection-string-env",
+        BLOB_ENV,
+        "--name-prefix",
+        prefix,
+        *QUICK_RETRY,
+    ]
     service = azurite_service.Azurite(location=str(location)).start()
     try:
-        proc, out, failed = launch(tmp_path, "dies", args, kernel_env(**{BLOB_ENV: service.connection_string}),
-                                   repetitions=100000)
+        proc, out, failed = launch(
+            tmp_path, "dies", args, kernel_env(**{BLOB_ENV: service.connection_string}), repetitions=100000
+        )
         deadline = time.monotonic() + 30
         while not containers(service.connection_string, prefix) and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -159,8 +207,9 @@ def test_a_point_whose_service_dies_fails_clearly_and_a_rerun_leaves_nothing(tmp
 
     with azurite_service.Azurite(location=str(location)) as restarted:
         assert containers(restarted.connection_string, prefix), "the dead run left nothing: the test proves nothing"
-        proc, out, failed = launch(tmp_path, "rerun", args, kernel_env(**{BLOB_ENV: restarted.connection_string}),
-                                   repetitions=1)
+        proc, out, failed = launch(
+            tmp_path, "rerun", args, kernel_env(**{BLOB_ENV: restarted.connection_string}), repetitions=1
+        )
         log, _ = proc.communicate(timeout=90)
         assert proc.returncode == 0, log[-3000:]
         assert out.exists() and not failed.exists()

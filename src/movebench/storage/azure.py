@@ -120,6 +120,7 @@ def client_options(settings: dict, exponential_retry) -> dict:
 def describe_error(exc: BaseException) -> str:
     """One line for the log: the service's error code when there is one, never a credential."""
     code = getattr(exc, "error_code", None)
+    code = getattr(code, "value", code)  # the SDK's StorageErrorCode enum -> the service's own spelling
     status = getattr(exc, "status_code", None)
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     head = " ".join(x for x in (f"HTTP {status}" if status else "", str(code) if code else "") if x)

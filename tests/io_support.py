@@ -95,8 +95,10 @@ def run_kernel(
     return done, records
 
 
-@pytest.fixture(scope="session")
-def azurite():
+# Fixtures are named apart from their functions, so that test modules can import them without
+# shadowing the names their tests take as arguments.
+@pytest.fixture(scope="session", name="azurite")
+def azurite_fixture():
     """A live Azurite for the session (installed into .node/ with npm on first use)."""
     why = azurite_service.node_missing()
     if why:
@@ -105,14 +107,14 @@ def azurite():
         yield service
 
 
-@pytest.fixture(scope="session")
-def standin():
+@pytest.fixture(scope="session", name="standin")
+def standin_fixture():
     with StandIn() as server:
         yield server
 
 
-@pytest.fixture()
-def cloud_env(azurite, standin):
+@pytest.fixture(name="cloud_env")
+def cloud_env_fixture(azurite, standin):
     """Kernel environment with both connection strings, under names no real setup uses."""
     return kernel_env(**{BLOB_ENV: azurite.connection_string, FILES_ENV: standin.connection_string()})
 

@@ -13,12 +13,12 @@ from io_support import (  # noqa: F401 - fixtures
     BLOB_ENV,
     MPIEXEC,
     QUICK_RETRY,
-    azurite,
-    cloud_env,
+    azurite_fixture,
+    cloud_env_fixture,
     containers,
     kernel_env,
     run_kernel,
-    standin,
+    standin_fixture,
 )
 from movebench.services import azurite as azurite_service
 

@@ -71,7 +71,8 @@ def point_resources(family):
 
 # The command every point rule runs.
 LAUNCH = (
-    "python -m movebench.launch --family {params.family} --point {wildcards.point:q}"
+    shlex.quote(sys.executable)
+    + " -m movebench.launch --family {params.family} --point {wildcards.point:q}"
     " --ranks {resources.tasks} --nodes {resources.nodes} --launcher {params.launcher:q}"
     " --timeout {params.timeout} --repetitions {params.repetitions} --warmups {params.warmups}"
     " --kernel-args {params.kernel_args:q} --out {output.records} --meta {output.meta}"

@@ -302,7 +302,7 @@ def test_azurite_cli_up_env_status_down(tmp_path):
 def test_azurite_run_exports_the_connection_string_and_stops_after(tmp_path):
     if azurite_service.node_missing():
         pytest.skip(azurite_service.node_missing())
-    probe = "import os; print(os.environ['AZURE_STORAGE_CONNECTION_STRING'].split('127.0.0.1:')[1].split('/')[0])"
+    probe = "import os; print(os.environ['MOVEBENCH_AZURITE_CONNECTION_STRING'].split('127.0.0.1:')[1].split('/')[0])"
     done = subprocess.run(
         [sys.executable, "-m", "movebench.services.azurite", "run", "--", sys.executable, "-c", probe],
         env=kernel_env(),

@@ -48,6 +48,7 @@ and deletes its own space at the end (or, on failure, tries to).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import secrets
@@ -73,11 +74,32 @@ MAX_FILE = 4 * 1024**4  # Azure Files: 4 TiB per file
 SERVICE = {"blob": "blob", "fileshare": "file"}
 # Backends left out of the grid, comma-separated (make run sets it to "blob" when Node.js is missing).
 SKIP_ENV = "MOVEBENCH_SKIP_BACKENDS"
+# blob.emulator = azurite: the connection string of the Azurite that `make run` starts travels in this
+# variable, apart from AZURE_STORAGE_CONNECTION_STRING, so that a real account's string in the user's
+# environment is never used (nor overwritten) by an emulated run.
+AZURITE_ENV = "MOVEBENCH_AZURITE_CONNECTION_STRING"
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
 def skipped_backends() -> list[str]:
     return [b.strip() for b in os.environ.get(SKIP_ENV, "").split(",") if b.strip()]
+
+
+def emulated(section) -> bool:
+    return section["blob"]["emulator"] == "azurite"
+
+
+def azurite_unavailable(section) -> str | None:
+    """Why blob on Azurite cannot run here (Node.js missing and no Azurite given), or None."""
+    from movebench.services import azurite
+
+    if not emulated(section) or os.environ.get(AZURITE_ENV):
+        return None
+    return azurite.node_missing()
+
+
+def connection_env(section, backend) -> str:
+    return AZURITE_ENV if backend == "blob" and emulated(section) else section[backend]["connection_string_env"]
 
 
 def default_path() -> str:
@@ -113,14 +135,62 @@ def _writable_problem(path: str) -> str | None:
     return None
 
 
+@contextlib.contextmanager
+def _environ(**values):
+    """Set environment variables for the duration of the block, then restore them."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, old in saved.items():
+            if old is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = old
+
+
 class IO(Family):
     name = "io"
     point_keys = ("pattern", "backend", "nodes", "ranks", "size_per_proc")
     summary_measures = ("retries",)
 
     def backends(self, section) -> list[str]:
-        skip = skipped_backends()
+        skip = skipped_backends() + (["blob"] if azurite_unavailable(section) else [])
         return [b for b in section["backends"] if b not in skip]
+
+    @contextlib.contextmanager
+    def services(self, section, campaign):
+        """Azurite for the whole run when blob runs on the emulator; called by `make run` (python -m movebench run).
+
+        Its connection string goes into the environment that Snakemake, and so every point job, inherits.
+        Without Node.js, blob is left out, loudly, and the report says so.
+        """
+        from movebench.services import azurite
+
+        wanted = "blob" in section["backends"] and "blob" not in skipped_backends() and emulated(section)
+        if not wanted or os.environ.get(AZURITE_ENV):
+            yield
+            return
+        why = azurite.node_missing()
+        if why:
+            print(
+                f"movebench: WARNING: {why}; the io family's blob backend is skipped in this run.",
+                file=sys.stderr,
+                flush=True,
+            )
+            with _environ(**{SKIP_ENV: ",".join([*skipped_backends(), "blob"])}):
+                yield
+            return
+        with azurite.Azurite() as service:
+            print(
+                f"movebench: Azurite up on 127.0.0.1:{service.port} (pid {service.pid}) for io's blob backend",
+                file=sys.stderr,
+                flush=True,
+            )
+            with _environ(**{AZURITE_ENV: service.connection_string}):
+                yield
+        print(f"movebench: Azurite stopped (pid {service.pid})", file=sys.stderr, flush=True)
 
     def check(self, section, campaign):
         from movebench.storage import azure
@@ -212,6 +282,19 @@ class IO(Family):
                     )
         for backend in (b for b in backends if b in CLOUD):
             creds = section[backend]
+            if backend == "blob" and emulated(section):
+                # Started by `make run` when it is not there yet; a given one must be local.
+                text = os.environ.get(AZURITE_ENV)
+                if text and "127.0.0.1" not in azure.endpoint_of(text, "blob"):
+                    problems.append(
+                        (
+                            "blob.emulator",
+                            "azurite",
+                            f"{AZURITE_ENV} names a blob endpoint that is not "
+                            "a local Azurite: unset it, or set blob.emulator to null for a real account",
+                        )
+                    )
+                continue
             where = f"{backend}.credentials_file" if creds["credentials_file"] else f"{backend}.connection_string_env"
             shown = creds["credentials_file"] or creds["connection_string_env"]
             try:
@@ -291,10 +374,10 @@ class IO(Family):
                 str(section["request_timeout_s"]),
             ]
             # Where the secret is, never the secret: the command line lands in logs and failure records.
-            if creds["credentials_file"]:
+            if creds["credentials_file"] and not (backend == "blob" and emulated(section)):
                 args += ["--credentials-file", str(Path(creds["credentials_file"]).expanduser().resolve())]
             else:
-                args += ["--connection-string-env", creds["connection_string_env"]]
+                args += ["--connection-string-env", connection_env(section, backend)]
         if backend == "blob":
             args += ["--block-size", str(parse_size(section["block_size"]))]
         if backend == "fileshare":

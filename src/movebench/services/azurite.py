@@ -7,9 +7,12 @@ there is no race for a free port), in-memory storage (or a folder given with
 `location`), `--skipApiVersionCheck` (the current azure-storage-blob speaks a
 newer REST version than Azurite knows) and `--loose`. It is stopped by PID.
 
-Points reach it through `AZURE_STORAGE_CONNECTION_STRING`, which `run` (or
-`eval "$(python -m movebench.services.azurite env)"` after `up`) puts into the
-environment that Snakemake, and so every point job, inherits. Azurite's
+Points reach it through `MOVEBENCH_AZURITE_CONNECTION_STRING` (the io family's
+`blob.emulator: azurite` reads that variable, and never AZURE_STORAGE_CONNECTION_STRING,
+which may hold a real account's), put into the environment that Snakemake, and so
+every point job, inherits: by `make run` (the io family's `services` hook), by
+`run -- snakemake ...` below, or by `eval "$(python -m movebench.services.azurite env)"`
+after `up`. Azurite's
 account key is the public development key; it is still a secret as far as
 records, meta and logs go (movebench.core.envinfo redacts `AccountKey=`).
 
@@ -36,7 +39,8 @@ from pathlib import Path
 ACCOUNT = "devstoreaccount1"
 # Azurite's well-known development key (public, documented by Microsoft); never a real account's.
 DEV_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
-ENV_VAR = "AZURE_STORAGE_CONNECTION_STRING"
+# Not AZURE_STORAGE_CONNECTION_STRING: a real account's string there must never meet an emulated run.
+ENV_VAR = "MOVEBENCH_AZURITE_CONNECTION_STRING"
 VERSION = "3"
 SKIP_ENV = "MOVEBENCH_SKIP_BACKENDS"
 _LISTENING = re.compile(r"Blob service (?:is )?successfully listens on https?://[\d.]+:(\d+)")

@@ -35,6 +35,12 @@ def read_connection_string(env_name: str | None, credentials_file: str | None) -
             raise CredentialError(f"credentials_file {str(path)!r} is empty: it must hold a connection string")
         return text
     value = os.environ.get(env_name or "", "").strip()
+    if not value and env_name == "MOVEBENCH_AZURITE_CONNECTION_STRING":
+        raise CredentialError(
+            f"environment variable {env_name} is not set: blob.emulator is azurite, which `make run` "
+            "(python -m movebench run) starts; to run snakemake alone, wrap it: "
+            "python -m movebench.services.azurite run -- snakemake ..."
+        )
     if not value:
         raise CredentialError(
             f"environment variable {env_name} is not set: it must hold the account's connection "

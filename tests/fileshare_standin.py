@@ -26,7 +26,7 @@ before doing anything; `stop()` cuts every open connection, as a dying service.
 Run it by hand: `python tests/fileshare_standin.py` prints a connection string.
 To test against a real account instead, put its connection string (with a
 FileEndpoint or AccountName) in AZURE_STORAGE_CONNECTION_STRING and enable the
-fileshare backend; see the io section of config/README.md.
+fileshare backend; see docs/io.md.
 """
 
 from __future__ import annotations

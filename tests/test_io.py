@@ -346,3 +346,47 @@ def test_azurite_run_without_node_says_so_and_skips_blob(tmp_path):
 def test_azurite_is_installed_locally_and_ignored_by_git():
     root = Path(__file__).resolve().parents[1]
     assert ".node/" in (root / ".gitignore").read_text().split()
+
+
+# --- `make run`'s hook: Azurite for the run, or blob skipped loudly without Node.js ---
+
+
+def _emulated_section(tmp_path):
+    return validate({"posix": {"path": str(tmp_path)}, "backends": ["posix", "blob"], "blob": {"emulator": "azurite"}})[
+        "io"
+    ]
+
+
+def test_services_hook_starts_azurite_for_the_run_and_stops_it(tmp_path, monkeypatch, capsys):
+    if azurite_service.node_missing():
+        pytest.skip(azurite_service.node_missing())
+    monkeypatch.delenv(io_family.AZURITE_ENV, raising=False)
+    section = _emulated_section(tmp_path)
+    with io_family.FAMILY.services(section, {}):
+        connection = os.environ[io_family.AZURITE_ENV]
+        port = int(connection.split("127.0.0.1:")[1].split("/")[0])
+        assert azurite_service.answers(port)
+        assert io_family.FAMILY.kernel_args(
+            {"pattern": "sfmw", "backend": "blob", "nodes": 1, "ranks": 2, "size_per_proc": 1}, section, {}
+        )[-3:-1] == ["--connection-string-env", io_family.AZURITE_ENV]
+    assert io_family.AZURITE_ENV not in os.environ
+    assert not azurite_service.answers(port)
+    assert "Azurite up on 127.0.0.1" in capsys.readouterr().err
+
+
+def test_services_hook_without_node_skips_blob_and_says_so(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv(io_family.AZURITE_ENV, raising=False)
+    monkeypatch.delenv(io_family.SKIP_ENV, raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no node, no npm
+    section = _emulated_section(tmp_path)
+    assert [p["backend"] for p in io_family.FAMILY.points(section, {})].count("blob") == 0
+    with io_family.FAMILY.services(section, {}):
+        assert os.environ[io_family.SKIP_ENV] == "blob"  # inherited by Snakemake and its report
+    assert io_family.SKIP_ENV not in os.environ
+    assert "node is not on PATH" in capsys.readouterr().err
+
+
+def test_an_emulated_blob_never_takes_a_real_account(monkeypatch, tmp_path):
+    monkeypatch.setenv(io_family.AZURITE_ENV, "AccountName=acct;AccountKey=c2VjcmV0;EndpointSuffix=core.windows.net")
+    message = problems({"posix": {"path": str(tmp_path)}, "backends": ["blob"], "blob": {"emulator": "azurite"}})
+    assert "io.blob.emulator = 'azurite': MOVEBENCH_AZURITE_CONNECTION_STRING names a blob endpoint" in message

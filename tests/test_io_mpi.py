@@ -11,7 +11,6 @@ import pytest
 
 from io_support import (  # noqa: F401 - fixtures
     BLOB_ENV,
-    MPIEXEC,
     QUICK_RETRY,
     azurite_fixture,
     cloud_env_fixture,
@@ -145,7 +144,7 @@ def launch(tmp_path, name, kernel_args, env, repetitions, timeout=120):
         "--ranks",
         "2",
         "--launcher",
-        str(MPIEXEC),
+        "mpiexec",  # a bare name: launch finds the mpiexec beside this Python
         "--timeout",
         str(timeout),
         "--repetitions",

@@ -37,6 +37,8 @@ def test_a_small_io_campaign_end_to_end(campaign, azurite, monkeypatch, tmp_path
                 "posix": {"path": str(target)},
                 "blob": {"emulator": "azurite"},
             },
+            # The engine includes every family's rules, so every section must be there.
+            "shuffle": {"enabled": False},
         }
     )
     snakemake(workdir, timeout=600)

@@ -6,7 +6,7 @@ PROFILE ?= local
 CONFIG ?= config/config.yaml
 PYTEST_ARGS ?=
 
-.PHONY: help install run dry-run plan test test-fast bench lint format slurm-up slurm-down clean
+.PHONY: help install system-deps run dry-run plan test test-fast bench lint format slurm-up slurm-down clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -28,7 +28,10 @@ dry-run: install  ## show what a run would do, point by point, without running i
 plan: install  ## jobs, nodes and node-hours the campaign asks for
 	$(PY) -m movebench --configfile $(CONFIG) plan
 
-test: install  ## the whole test suite: unit, MPI, pipeline, browser, services
+system-deps:  ## Debian packages for tests and benchmarks (chromium, fio), installed when missing
+	scripts/system-deps.sh
+
+test: install system-deps  ## the whole test suite: unit, MPI, pipeline, browser, services
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 test-fast: install  ## unit tests only
@@ -36,6 +39,7 @@ test-fast: install  ## unit tests only
 
 bench: install  ## the benchmarks quoted in the closing notes (several minutes)
 	$(PY) bench/shuffle.py
+	$(PY) bench/campaign.py
 
 lint: install  ## snakemake --lint, snakefmt --check, ruff
 	$(VENV)/bin/snakemake --lint --configfile $(CONFIG)

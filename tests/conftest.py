@@ -24,10 +24,10 @@ def mpirun(ranks: int, *argv, timeout=120, check=True, env=None) -> subprocess.C
     return proc
 
 
-def snakemake(workdir: Path, *args, timeout=600, check=True) -> subprocess.CompletedProcess:
-    """The project's Snakefile run in `workdir` with the local profile, as a user would."""
+def snakemake(workdir: Path, *args, profile="local", timeout=600, check=True) -> subprocess.CompletedProcess:
+    """The project's Snakefile run in `workdir` with a profile of the project's, as a user would."""
     cmd = [PYTHON, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(workdir),
-           "--profile", str(ROOT / "profiles" / "local"), "--configfile", str(workdir / "config.yaml"), *args]
+           "--profile", str(ROOT / "profiles" / profile), "--configfile", str(workdir / "config.yaml"), *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=workdir)
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")

@@ -38,9 +38,8 @@ def launcher_command(launcher: str, ranks: int, nodes: int) -> list[str]:
         argv = shlex.split(launcher.format(ranks=ranks, nodes=nodes))
     else:
         argv = shlex.split(launcher) + ["-n", str(ranks)]
-    beside = Path(sys.executable).with_name(argv[0])
-    if "/" not in argv[0] and beside.exists():
-        argv[0] = str(beside)
+    if "/" not in argv[0] and Path(sys.executable).with_name(argv[0]).exists():
+        argv[0] = str(Path(sys.executable).with_name(argv[0]))
     return argv
 
 
@@ -166,8 +165,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
     p.add_argument("--meta", required=True)
     p.add_argument("--failed", required=True, help="where a failure record goes")
-    p.add_argument("--config-hash", default=None)
-    p.add_argument("--campaign", default=None)
+    p.add_argument("--config-hash", default=os.environ.get("MOVEBENCH_CONFIG_HASH"),
+                   help="hash of the campaign config, for the meta (default: $MOVEBENCH_CONFIG_HASH)")
+    p.add_argument("--campaign", default=os.environ.get("MOVEBENCH_CAMPAIGN"),
+                   help="campaign name, for the meta (default: $MOVEBENCH_CAMPAIGN)")
     return p
 
 

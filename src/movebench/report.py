@@ -14,6 +14,7 @@ import datetime as dt
 import html
 import io
 import json
+import os
 from pathlib import Path
 
 import jinja2
@@ -204,8 +205,13 @@ def render(config: dict, grid: dict, out_path) -> Path:
 
 
 def render_partial(config: dict, grid: dict) -> Path:
-    """After a failed run: the report from whatever records exist, failures listed."""
+    """After a failed run: the report from whatever records exist, failures listed.
+
+    It is dated to the epoch: older than every record, it stays out of date for
+    Snakemake, so the next run still redoes the missing points and renders it anew.
+    """
     results, *_ = _paths(config)
     out = results / "report.html"
     records.write_text(out, render_html(config, collect(config, grid, from_raw=True), partial=True))
+    os.utime(out, (0, 0))
     return out

@@ -124,7 +124,7 @@ class Shuffle(Family):
         bw = median_of(summary, "bandwidth_Bps")
         bw["GB/s"] = bw["median"] / 1e9
         bw["err_lo"], bw["err_hi"] = bw["GB/s"] - bw["ci_low"] / 1e9, bw["ci_high"] / 1e9 - bw["GB/s"]
-        ctx = {"figures": []}
+        ctx = {"figures": [], "shuffle_table": None}
         grid = sns.relplot(data=bw, x="message_size", y="GB/s", hue="window", style="ranks", col="pattern",
                            kind="line", marker="o", palette="viridis", col_wrap=min(2, bw["pattern"].nunique()),
                            height=3.2, aspect=1.3, facet_kws={"sharey": False})

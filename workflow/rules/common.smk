@@ -1,5 +1,4 @@
 # The grid of points, their paths, and what every point rule shares.
-import json
 import shlex
 
 from movebench import family as families
@@ -71,11 +70,19 @@ def point_resources(family):
 
 # The command every point rule runs.
 LAUNCH = (
-    shlex.quote(sys.executable)
-    + " -m movebench.launch --family {params.family} --point {wildcards.point:q}"
+    "python -m movebench.launch --family {params.family} --point {wildcards.point:q}"
     " --ranks {resources.tasks} --nodes {resources.nodes} --launcher {params.launcher:q}"
     " --timeout {params.timeout} --repetitions {params.repetitions} --warmups {params.warmups}"
     " --kernel-args {params.kernel_args:q} --out {output.records} --meta {output.meta}"
-    " --failed {params.failed:q} --config-hash " + CONFIG_HASH
-    + " --campaign " + shlex.quote(CAMPAIGN["name"]) + " > {log} 2>&1"
+    " --failed {params.failed:q} > {log} 2>&1"
+)
+# Set in the shell prefix, not in the command, because Snakemake reruns a job whose command
+# text changed: jobs run the Python (and the mpich wheel's mpiexec) that runs snakemake,
+# whatever its path is spelled like, and the config hash and campaign name go to each point's
+# meta without a changed config rerunning points whose own parameters did not change.
+shell.prefix(
+    "set -euo pipefail; "
+    f'export PATH={shlex.quote(str(Path(sys.executable).parent))}:"$PATH"; '
+    f"export MOVEBENCH_CONFIG_HASH={CONFIG_HASH}; "
+    f"export MOVEBENCH_CAMPAIGN={shlex.quote(CAMPAIGN['name'])}; "
 )

@@ -55,6 +55,7 @@ import secrets
 import shutil
 import sys
 import tempfile
+import time
 import zlib
 from pathlib import Path
 
@@ -754,6 +755,8 @@ def main(argv=None):
                     file=sys.stderr,
                     flush=True,
                 )
+        # Abort tears the job down at once: give mpiexec a moment to forward the line above to the log.
+        time.sleep(1.0)
         comm.Abort(1)
 
 

@@ -279,6 +279,7 @@ def test_report_section_tables_match_the_medians(tmp_path):
 # --- the Azurite manager ---
 
 
+@pytest.mark.azurite
 def test_azurite_cli_up_env_status_down(tmp_path):
     if azurite_service.node_missing():
         pytest.skip(azurite_service.node_missing())
@@ -299,6 +300,7 @@ def test_azurite_cli_up_env_status_down(tmp_path):
     assert not (tmp_path / "state.json").exists()
 
 
+@pytest.mark.azurite
 def test_azurite_run_exports_the_connection_string_and_stops_after(tmp_path):
     if azurite_service.node_missing():
         pytest.skip(azurite_service.node_missing())
@@ -357,6 +359,7 @@ def _emulated_section(tmp_path):
     ]
 
 
+@pytest.mark.azurite
 def test_services_hook_starts_azurite_for_the_run_and_stops_it(tmp_path, monkeypatch, capsys):
     if azurite_service.node_missing():
         pytest.skip(azurite_service.node_missing())

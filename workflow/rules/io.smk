@@ -1,6 +1,6 @@
 # io: one MPI job per point (pattern, backend, nodes, ranks, size per process).
-# Cloud backends read their connection string from the environment variable named
-# in the config (make run exports Azurite's); the jobs inherit Snakemake's environment.
+# Cloud backends read their connection string from the environment variable the config
+# names (make run exports Azurite's); point jobs inherit Snakemake's environment.
 
 
 rule io_point:
@@ -12,12 +12,14 @@ rule io_point:
         meta=f"{RAW}/io/{{point}}.meta.json",
     log:
         f"{LOGS}/io/{{point}}.log",
-    params:
-        family="io",
-        **point_params("io"),
-    resources:
-        **point_resources("io"),
     group:
         "io"
+    conda:
+        "../../envs/io.yaml"
+    resources:
+        **point_resources("io"),
+    params:
+        **point_params("io"),
+        family="io",
     shell:
         LAUNCH

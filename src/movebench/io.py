@@ -23,9 +23,10 @@ takes its end time; the gathered times give
 and each rank's own start, end and elapsed are kept in the record
 (`rank_start_s`, `rank_end_s` relative to the earliest start). Ranks' clocks
 are aligned to rank 0's once per point (barrier, then each rank's offset to
-rank 0's `MPI.Wtime`); on one node the offsets are microseconds. Unlike IOR,
-there is no transfer-size loop across several "segments": one repetition
-writes each rank's part once. sfsw's Gatherv is inside the timed region: it is
+rank 0's `MPI.Wtime`); on one node the offsets are microseconds. Where it differs
+from IOR: one repetition writes each rank's part once as one block (IOR's
+segment count 1; posix pieces follow `transfer_size`, blob blocks
+`block_size`, file ranges `range_size`). sfsw's Gatherv is inside the timed region: it is
 part of the pattern's cost, as in the study.
 
 Untimed, after each repetition: with `verify` every rank reads its part back

@@ -80,6 +80,21 @@ def test_grid_sweeps_density_for_sparse_only():
     assert args[args.index("--density") + 1] == "0.01"
 
 
+def test_points_survive_their_path():
+    """The rule rebuilds a point from its path: a 1-D shape comes back as an int, a density as a float."""
+    from movebench import family
+
+    fam = bcast.FAMILY
+    dense = validate({"kinds": ["dense"], "methods": ["rma"], "shapes": [[131072], [30, 40]]})
+    sparse = validate({"kinds": ["sparse"], "methods": ["rma"], "shapes": [[30, 40]], "densities": [0.0008, 1]})
+    for cfg in (dense, sparse):
+        for point in fam.points(cfg["bcast"], cfg["campaign"]):
+            parsed = family.parse_point_path(family.point_path(point))
+            args = fam.kernel_args(parsed, cfg["bcast"], cfg["campaign"])
+            assert args == fam.kernel_args(point, cfg["bcast"], cfg["campaign"])
+            assert fam.payload(parsed) == fam.payload(point)
+
+
 @pytest.mark.parametrize(
     ("section", "path", "words"),
     [

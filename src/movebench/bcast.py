@@ -92,8 +92,9 @@ def shape_text(shape) -> str:
     return "x".join(str(int(n)) for n in shape)
 
 
-def parse_shape(text: str) -> tuple[int, ...]:
-    return tuple(int(n) for n in text.split("x"))
+def parse_shape(text) -> tuple[int, ...]:
+    """Inverse of shape_text; a 1-D shape comes back from a point path as an int."""
+    return tuple(int(n) for n in str(text).split("x"))
 
 
 def index_dtype(shape, nnz: int) -> np.dtype:
@@ -227,7 +228,7 @@ class Bcast(Family):
             "--method",
             point["method"],
             "--shape",
-            point["shape"],
+            shape_text(parse_shape(point["shape"])),
             "--dtype",
             point["dtype"],
             "--seed",

@@ -129,7 +129,10 @@ def case_args(kind, shape, density):
     return args + (["--density", repr(density)] if density is not None else [])
 
 
-def part_study(rounds: int, repetitions: int, warmups: int, quick: bool, fraction: float):
+SMALL_PAYLOAD = 64 * MiB
+
+
+def part_study(rounds: int, repetitions: int, small_repetitions: int, warmups: int, quick: bool, fraction: float):
     ranks, results, notes, meta = 2, {}, {}, {}
     cases = []
     for kind, shape, density in study_cases(quick):
@@ -142,7 +145,10 @@ def part_study(rounds: int, repetitions: int, warmups: int, quick: bool, fractio
         for kind, shape, density in cases:
             for method in order:
                 started = time.time()
-                recs, meta = kernel(ranks, case_args(kind, shape, density) + ["--method", method], repetitions, warmups)
+                # Milliseconds-long broadcasts need more repetitions than 3 for a stable median, and cost nothing.
+                small = bcast.payload_bytes(kind, shape, "float64", density) < SMALL_PAYLOAD
+                reps = small_repetitions if small else repetitions
+                recs, meta = kernel(ranks, case_args(kind, shape, density) + ["--method", method], reps, warmups)
                 results.setdefault((kind, bcast.shape_text(shape), density), {}).setdefault(method, []).append(recs)
                 print(
                     f"  round {rnd + 1}/{rounds} {kind} {bcast.shape_text(shape)} d={density} {method}: "
@@ -280,6 +286,9 @@ def main(argv=None):
     )
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of part 1")
     parser.add_argument("--repetitions", type=int, default=3, help="counted repetitions per kernel run, part 1")
+    parser.add_argument(
+        "--small-repetitions", type=int, default=30, help=f"the same, for payloads under {SMALL_PAYLOAD // MiB} MiB"
+    )
     parser.add_argument("--warmups", type=int, default=1, help="warm-ups per kernel run, part 1 (the cold one)")
     parser.add_argument("--osu-rounds", type=int, default=5, help="interleaved rounds of part 2")
     parser.add_argument("--osu-repetitions", type=int, default=100, help="buffer's repetitions per run, part 2")
@@ -294,7 +303,9 @@ def main(argv=None):
     report, started = {"argv": sys.argv[1:], "started": time.time()}, time.time()
     if not args.skip_study:
         print("Part 1: study cases", flush=True)
-        results, notes, meta = part_study(args.rounds, args.repetitions, args.warmups, args.quick, args.memory_fraction)
+        results, notes, meta = part_study(
+            args.rounds, args.repetitions, args.small_repetitions, args.warmups, args.quick, args.memory_fraction
+        )
         rows = summarize_study(results)
         print_study(rows, notes)
         report.update(

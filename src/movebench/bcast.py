@@ -71,6 +71,7 @@ from pathlib import Path
 
 import numpy as np
 
+from movebench.core import stats
 from movebench.family import Family
 
 KINDS = ("dense", "sparse")
@@ -541,11 +542,21 @@ def method_medians(table):
         )
         .reset_index()
     )
+    intervals = counted.groupby(CASE + ["method"], dropna=False)["elapsed_s"].apply(
+        lambda times: pd.Series(stats.summarize(times.tolist()))[["ci_low", "ci_high"]]
+    )
+    medians = medians.merge(intervals.unstack().reset_index(), on=CASE + ["method"], how="left")
     cold = table[table["warmup"] & (table["rep"] == 0)].groupby(CASE + ["method"], dropna=False)["elapsed_s"]
     medians = medians.merge(cold.first().rename("cold_s").reset_index(), on=CASE + ["method"], how="left")
-    pickle = medians[medians["method"] == "pickle"][CASE + ["time_s"]].rename(columns={"time_s": "pickle_s"})
+    pickle = medians[medians["method"] == "pickle"][CASE + ["time_s", "ci_low", "ci_high"]].rename(
+        columns={"time_s": "pickle_s", "ci_low": "pickle_ci_low", "ci_high": "pickle_ci_high"}
+    )
     medians = medians.merge(pickle, on=CASE, how="left")
     medians["speedup_vs_pickle"] = medians["pickle_s"] / medians["time_s"]
+    # A difference the noise cannot explain: the 95% intervals of the two medians do not overlap.
+    medians["clear_vs_pickle"] = (medians["ci_high"] < medians["pickle_ci_low"]) | (
+        medians["ci_low"] > medians["pickle_ci_high"]
+    )
     medians["receiver_extra_per_payload"] = medians["rss_hwm_delta_bytes"] / medians["payload_bytes"]
     medians["method"] = pd.Categorical(medians["method"], [m for m in METHODS if m in set(medians["method"])])
     return medians.sort_values(CASE + ["method"]).reset_index(drop=True)
@@ -557,7 +568,10 @@ def _case_label(row) -> str:
 
 
 def crossover_rows(medians) -> list[dict]:
-    """Per sparse shape, dtype, ranks and in-place method: the lowest density from which it beats pickle."""
+    """Per sparse shape, dtype, ranks and in-place method: the lowest density from which it beats pickle.
+
+    A speed-up marked * is clear: the 95% intervals of the two medians do not overlap.
+    """
     rows = []
     sparse = medians[(medians["kind"] == "sparse") & medians["pickle_s"].notna()]
     for (shape, dtype, nodes, ranks, method), group in sparse.groupby(
@@ -584,7 +598,10 @@ def crossover_rows(medians) -> list[dict]:
                 "method": method,
                 "in place vs pickle": verdict,
                 "speed-up by density": ", ".join(
-                    f"{d:g}: {x:.2f}x" for d, x in zip(group["density"], group["speedup_vs_pickle"], strict=True)
+                    f"{d:g}: {x:.2f}x{'*' if clear else ''}"
+                    for d, x, clear in zip(
+                        group["density"], group["speedup_vs_pickle"], group["clear_vs_pickle"], strict=True
+                    )
                 ),
             }
         )
@@ -618,11 +635,13 @@ def report_context(table) -> dict:
     )
     speedups = shown.pivot_table(index="case", columns="method", values="speedup_vs_pickle", observed=True, sort=False)
     times = shown.pivot_table(index="case", columns="method", values="time_s", observed=True, sort=False)
+    clear = shown.pivot(index="case", columns="method", values="clear_vs_pickle").reindex(times.index)
     study = pd.DataFrame(index=times.index)
     for method in times.columns:
         study[f"{method} (s)"] = times[method]
         if method != "pickle" and "pickle" in times.columns:
-            study[f"{method} vs pickle"] = speedups[method].map(lambda x: "" if pd.isna(x) else f"{x:.2f}x")
+            marks = clear[method].map(lambda c: "*" if c is True else "")
+            study[f"{method} vs pickle"] = speedups[method].map(lambda x: "" if pd.isna(x) else f"{x:.2f}x") + marks
     memory = shown.pivot_table(
         index="case", columns="method", values="receiver_extra_per_payload", observed=True, sort=False
     )

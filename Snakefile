@@ -26,6 +26,11 @@ report: "report/workflow.rst"
 include: "workflow/rules/common.smk"
 
 
+rule all:
+    input:
+        f"{RESULTS}/report.html",
+
+
 for rule_file in sorted(Path(workflow.basedir, "workflow", "rules").glob("*.smk")):
     if rule_file.name not in ("common.smk", "aggregate.smk", "report.smk"):
 

@@ -29,10 +29,18 @@ LOG_TAIL_LINES = 40
 
 
 def launcher_command(launcher: str, ranks: int, nodes: int) -> list[str]:
-    """`launcher` may place {ranks} and {nodes} itself ("srun -N {nodes} -n {ranks}"); else `-n ranks` follows."""
+    """`launcher` may place {ranks} and {nodes} itself ("srun -N {nodes} -n {ranks}"); else `-n ranks` follows.
+
+    A bare program name is looked up beside this Python first: the mpich wheel puts its
+    mpiexec there, and it must match the MPI library mpi4py loads.
+    """
     if "{ranks}" in launcher or "{nodes}" in launcher:
-        return shlex.split(launcher.format(ranks=ranks, nodes=nodes))
-    return shlex.split(launcher) + ["-n", str(ranks)]
+        argv = shlex.split(launcher.format(ranks=ranks, nodes=nodes))
+    else:
+        argv = shlex.split(launcher) + ["-n", str(ranks)]
+    if "/" not in argv[0] and Path(sys.executable).with_name(argv[0]).exists():
+        argv[0] = str(Path(sys.executable).with_name(argv[0]))
+    return argv
 
 
 def kernel_command(fam: families.Family, launcher: str, ranks: int, nodes: int, kernel_args: list[str]) -> list[str]:
@@ -84,25 +92,29 @@ def run_point(args) -> int:
     argv = kernel_command(fam, args.launcher, args.ranks, args.nodes, kernel_args)
     print("movebench: " + shlex.join(argv), flush=True)
     started = time.time()
-    run = _Run(argv, os.environ.copy())
-    reason = None
+    reason, rc = None, None
+    try:
+        run = _Run(argv, os.environ.copy())
+    except OSError as exc:
+        run, reason = None, f"could not start {argv[0]!r}: {exc.strerror or exc}"
 
     def on_signal(signum, frame):
         raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
     signal.signal(signal.SIGTERM, on_signal)
-    try:
+    if run is not None:
         try:
-            rc = run.proc.wait(timeout=args.timeout)
-        except subprocess.TimeoutExpired:
+            try:
+                rc = run.proc.wait(timeout=args.timeout)
+            except subprocess.TimeoutExpired:
+                run.stop()
+                rc = run.proc.returncode
+                reason = f"timed out after {args.timeout:g} s (campaign.timeout)"
+        except KeyboardInterrupt as exc:
             run.stop()
             rc = run.proc.returncode
-            reason = f"timed out after {args.timeout:g} s (campaign.timeout)"
-    except KeyboardInterrupt as exc:
-        run.stop()
-        rc = run.proc.returncode
-        reason = f"interrupted ({exc.args[0] if exc.args else 'SIGINT'})"
-    run.reader.join(timeout=5)
+            reason = f"interrupted ({exc.args[0] if exc.args else 'SIGINT'})"
+        run.reader.join(timeout=5)
     ended = time.time()
     recs = []
     if reason is None and rc != 0:
@@ -130,7 +142,7 @@ def run_point(args) -> int:
         records.write_json(failed, {
             "family": args.family, "point": args.point, **point, "ok": False, "error": reason,
             "returncode": rc, "start": started, "end": ended, "command": shlex.join(argv),
-            "log_tail": list(run.tail), "config_hash": args.config_hash, "records": recs})
+            "log_tail": list(run.tail) if run else [], "config_hash": args.config_hash, "records": recs})
         print(f"movebench: {args.family} {args.point} FAILED: {reason}", file=sys.stderr, flush=True)
         return 1
     finally:
@@ -153,8 +165,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
     p.add_argument("--meta", required=True)
     p.add_argument("--failed", required=True, help="where a failure record goes")
-    p.add_argument("--config-hash", default=None)
-    p.add_argument("--campaign", default=None)
+    p.add_argument("--config-hash", default=os.environ.get("MOVEBENCH_CONFIG_HASH"),
+                   help="hash of the campaign config, for the meta (default: $MOVEBENCH_CONFIG_HASH)")
+    p.add_argument("--campaign", default=os.environ.get("MOVEBENCH_CAMPAIGN"),
+                   help="campaign name, for the meta (default: $MOVEBENCH_CAMPAIGN)")
     return p
 
 

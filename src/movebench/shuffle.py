@@ -61,7 +61,7 @@ class Shuffle(Family):
                                  "use an even count such as 2, 4 or 8"))
             for nodes in section["nodes"]:
                 if nodes > ranks:
-                    problems.append((f"nodes", nodes, f"more nodes than the {ranks} ranks of ranks[{i}]: "
+                    problems.append(("nodes", nodes, f"more nodes than the {ranks} ranks of ranks[{i}]: "
                                      "each node needs at least one rank"))
         if section["tuple_size"] % 8:
             problems.append(("tuple_size", section["tuple_size"], "must be a multiple of 8 (an 8-byte key, then "
@@ -86,9 +86,10 @@ class Shuffle(Family):
         return points
 
     def kernel_args(self, point, section, campaign):
+        iterations = 0 if section["iterations"] == "auto" else section["iterations"]
         args = ["--pattern", point["pattern"], "--message-size", str(point["message_size"]),
-                "--window", str(point["window"]), "--iterations", str(section["iterations"]),
-                "--nodes", str(point["nodes"])]
+                "--window", str(point["window"]), "--iterations", str(iterations),
+                "--repetition-time", str(section["repetition_time"]), "--nodes", str(point["nodes"])]
         if point["pattern"] == "shuffle":
             args += ["--skew", str(point["skew"]), "--tuples-per-rank", str(section["tuples_per_rank"]),
                      "--tuple-size", str(section["tuple_size"]), "--seed", str(section["seed"])]
@@ -117,15 +118,57 @@ class Shuffle(Family):
         return table
 
     def report_context(self, table, summary, campaign):
-        from movebench import report
+        from movebench.report import figure_uri, html_table, median_of, plotting
 
-        return report.shuffle_section(table, summary)
+        sns, plt = plotting()
+        bw = median_of(summary, "bandwidth_Bps")
+        bw["GB/s"] = bw["median"] / 1e9
+        bw["err_lo"], bw["err_hi"] = bw["GB/s"] - bw["ci_low"] / 1e9, bw["ci_high"] / 1e9 - bw["GB/s"]
+        ctx = {"figures": [], "shuffle_table": None}
+        grid = sns.relplot(data=bw, x="message_size", y="GB/s", hue="window", style="ranks", col="pattern",
+                           kind="line", marker="o", palette="viridis", col_wrap=min(2, bw["pattern"].nunique()),
+                           height=3.2, aspect=1.3, facet_kws={"sharey": False})
+        grid.set(xscale="log", yscale="log", xlabel="message size (bytes)", ylabel="bandwidth (GB/s, median)")
+        title = "Bandwidth vs message size, per pattern (log-log; hue: window)"
+        ctx["figures"].append((title, figure_uri(grid.figure)))
+        if bw["window"].nunique() > 1:
+            grid = sns.relplot(data=bw, x="window", y="GB/s", hue="message_size", style="ranks", col="pattern",
+                               kind="line", marker="o", palette="magma", col_wrap=min(2, bw["pattern"].nunique()),
+                               height=3.2, aspect=1.3, facet_kws={"sharey": False})
+            grid.set(xscale="log", xlabel="messages in flight (window)", ylabel="bandwidth (GB/s, median)")
+            ctx["figures"].append(("The window's effect (hue: message size)", figure_uri(grid.figure)))
+        eff = median_of(summary, "efficiency")
+        if not eff.empty:
+            best = eff.sort_values("median").groupby(["pattern", "ranks", "message_size"], as_index=False).last()
+            fig, ax = plt.subplots(figsize=(7, 3.6))
+            sns.lineplot(data=best, x="message_size", y="median", hue="pattern", style="ranks", marker="o", ax=ax)
+            ax.set(xscale="log", xlabel="message size (bytes)", ylabel="share of peak bidi bandwidth")
+            ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+            ctx["figures"].append(("Efficiency: bandwidth / peak bidi bandwidth at the same ranks and size "
+                                   "(best window per point)", figure_uri(fig)))
+        shuf = table[(table["variant"] == "shuffle") & ~table["warmup"] & table["ok"]] if len(table) else table
+        if len(shuf):
+            cols = ["ranks", "message_size", "window", "skew"]
+            ctx["shuffle_table"] = html_table(shuf.groupby(cols, as_index=False).agg(
+                bandwidth_GBps=("bandwidth_Bps", lambda v: v.median() / 1e9),
+                partition_s=("partition_s", "median"), exchange_s=("exchange_s", "median"),
+                imbalance=("imbalance", "median"), verified=("verified", "all")))
+        return ctx
 
 
 FAMILY = Shuffle()
 
 
 # --- kernels: every rank calls them; each returns (elapsed_s, bytes, extras), equal on all ranks ---
+
+
+def stream_bytes(pattern: str, size: int, window: int, iterations: int, ranks: int) -> int:
+    """Payload bytes of one repetition of a streaming pattern (see the module's definitions)."""
+    if pattern in PAIRED:
+        return size * window * iterations * (ranks // 2) * (2 if pattern == "bidi" else 1)
+    if pattern == "alltoall":
+        return ranks * (ranks - 1) * window * size * iterations
+    raise ValueError(f"{pattern} is not a streaming pattern")
 
 
 def _slowest(comm, seconds):
@@ -156,8 +199,8 @@ def stream_pairs(comm, size, window, iterations, bidirectional, sbuf, rbuf, ack)
             MPI.Request.Waitall([comm.Irecv(rmsg, peer, _TAG_DATA) for _ in range(window)])
             comm.Send([ack, ACK_BYTES, MPI.BYTE], peer, _TAG_ACK)
     elapsed = _slowest(comm, MPI.Wtime() - start)
-    nbytes = size * window * iterations * half * (2 if bidirectional else 1)
-    return elapsed, nbytes, {"messages": window * iterations * half * (2 if bidirectional else 1)}
+    nbytes = stream_bytes("bidi" if bidirectional else "uni", size, window, iterations, comm.size)
+    return elapsed, nbytes, {"messages": nbytes // size}
 
 
 def stream_alltoall(comm, size, window, iterations, sbuf, rbufs):
@@ -175,8 +218,8 @@ def stream_alltoall(comm, size, window, iterations, sbuf, rbufs):
         reqs += [comm.Isend(smsg, dst, _TAG_DATA) for dst in peers for _ in range(window)]
         MPI.Request.Waitall(reqs)
     elapsed = _slowest(comm, MPI.Wtime() - start)
-    messages = n * (n - 1) * window * iterations
-    return elapsed, messages * size, {"messages": messages}
+    nbytes = stream_bytes("alltoall", size, window, iterations, n)
+    return elapsed, nbytes, {"messages": nbytes // size}
 
 
 # --- the data-dependent shuffle ---
@@ -282,7 +325,7 @@ def verify(comm, incoming: np.ndarray, sent_total: int, sent_checksum: int, dest
     return "; ".join(problems) or None
 
 
-def run_shuffle(comm, tuples, message_size, window, dest_of=destination, route=None):
+def run_shuffle(comm, tuples, message_size, window, sent_checksum, dest_of=destination, route=None):
     """One timed shuffle. `route` picks destinations (defaults to `dest_of`; tests pass a wrong one)."""
     from mpi4py import MPI
 
@@ -295,13 +338,28 @@ def run_shuffle(comm, tuples, message_size, window, dest_of=destination, route=N
     partition_s = _slowest(comm, parted - start)
     exchange_s = _slowest(comm, end - parted)
     per_rank = comm.allgather(incoming.nbytes)
-    error = verify(comm, incoming, comm.allreduce(tuples.shape[0]), checksum(tuples), dest_of)
-    extras = {"partition_s": partition_s, "exchange_s": exchange_s, "messages": comm.allreduce(messages),
+    error = verify(comm, incoming, comm.allreduce(tuples.shape[0]), sent_checksum, dest_of)
+    extras = {"partition_s": partition_s, "exchange_s": exchange_s, "timed_s": partition_s + exchange_s,
+              "messages": comm.allreduce(messages),
               "imbalance": max(per_rank) / (sum(per_rank) / len(per_rank)) if sum(per_rank) else 1.0,
               "verified": error is None}
     if error:
         extras.update(ok=False, error=error)
     return exchange_s, comm.allreduce(received), extras
+
+
+def calibrate(stream, seconds: float) -> int:
+    """Iterations that make a repetition last about `seconds` (IMB's -time idea; OSU fixes loop counts).
+
+    Every rank gets the same slowest-rank time from the kernel, so all choose the same count.
+    """
+    iterations, elapsed = 1, 0.0
+    while iterations < 1 << 30:
+        elapsed = stream(iterations)[0]
+        if elapsed >= seconds / 8:
+            break
+        iterations *= 8 if elapsed < seconds / 256 else 2
+    return max(1, round(iterations * seconds / max(elapsed, 1e-9)))
 
 
 def main(argv=None):
@@ -313,7 +371,9 @@ def main(argv=None):
     parser.add_argument("--pattern", choices=PATTERNS, required=True)
     parser.add_argument("--message-size", type=int, required=True, help="bytes per message")
     parser.add_argument("--window", type=int, default=64, help="messages in flight per peer")
-    parser.add_argument("--iterations", type=int, default=20, help="windows per repetition")
+    parser.add_argument("--iterations", type=int, default=0, help="windows per repetition; 0: calibrate")
+    parser.add_argument("--repetition-time", type=float, default=0.5,
+                        help="with --iterations 0: seconds a repetition should last")
     parser.add_argument("--nodes", type=int, default=1, help="nodes of the point (recorded)")
     parser.add_argument("--skew", type=float, default=0.0, help="shuffle: Zipf exponent of keys, 0 uniform")
     parser.add_argument("--tuples-per-rank", type=int, default=65536, help="shuffle: tuples per rank")
@@ -331,21 +391,27 @@ def main(argv=None):
     if args.pattern in PAIRED:
         rbuf, ack = np.ones(size, dtype=np.uint8), np.zeros(ACK_BYTES, dtype=np.uint8)
 
-        def measure(rep, warmup):
-            return stream_pairs(comm, size, window, args.iterations, args.pattern == "bidi", sbuf, rbuf, ack)
+        def stream(iterations):
+            return stream_pairs(comm, size, window, iterations, args.pattern == "bidi", sbuf, rbuf, ack)
     elif args.pattern == "alltoall":
         rbufs = [np.ones(size, dtype=np.uint8) for _ in range(comm.size - 1)]
 
+        def stream(iterations):
+            return stream_alltoall(comm, size, window, iterations, sbuf, rbufs)
+    if args.pattern != "shuffle":
+        iterations = args.iterations or calibrate(stream, args.repetition_time)
+
         def measure(rep, warmup):
-            return stream_alltoall(comm, size, window, args.iterations, sbuf, rbufs)
+            elapsed, nbytes, extras = stream(iterations)
+            return elapsed, nbytes, {**extras, "iterations": iterations}
     else:
         params["skew"] = args.skew
         tuples = make_tuples(args.tuples_per_rank, args.tuple_size, args.skew, args.seed, comm.rank)
+        sent_checksum = checksum(tuples)
 
         def measure(rep, warmup):
-            return run_shuffle(comm, tuples, size, window)
-    extra_meta = {"buffers_reused": args.pattern != "shuffle",
-                  "iterations": args.iterations}
+            return run_shuffle(comm, tuples, size, window, sent_checksum)
+    extra_meta = {"buffers_reused": args.pattern != "shuffle"}
     run_mpi(comm, args, "shuffle", args.pattern, params, measure, extra_meta)
 
 

@@ -1,5 +1,5 @@
 # The grid of points, their paths, and what every point rule shares.
-import json
+import os
 import shlex
 
 from movebench import family as families
@@ -75,6 +75,12 @@ LAUNCH = (
     " --ranks {resources.tasks} --nodes {resources.nodes} --launcher {params.launcher:q}"
     " --timeout {params.timeout} --repetitions {params.repetitions} --warmups {params.warmups}"
     " --kernel-args {params.kernel_args:q} --out {output.records} --meta {output.meta}"
-    " --failed {params.failed:q} --config-hash " + CONFIG_HASH
-    + " --campaign " + shlex.quote(CAMPAIGN["name"]) + " > {log} 2>&1"
+    " --failed {params.failed:q} > {log} 2>&1"
 )
+# Jobs run the Python (and the mpich wheel's mpiexec) of the environment snakemake runs in,
+# without naming its path in the command, where a different spelling would rerun every point.
+os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+# Recorded in each point's meta, but kept out of the command: a changed config must not
+# rerun points whose own parameters did not change.
+os.environ["MOVEBENCH_CONFIG_HASH"] = CONFIG_HASH
+os.environ["MOVEBENCH_CAMPAIGN"] = CAMPAIGN["name"]

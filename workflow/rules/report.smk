@@ -1,12 +1,6 @@
 # The self-contained HTML report, and the run's end whether it succeeded or not.
 
 
-rule all:
-    default_target: True
-    input:
-        f"{RESULTS}/report.html",
-
-
 rule report:
     input:
         summaries=expand(f"{TABLES}/{{family}}_summary.csv", family=GRID),

@@ -59,6 +59,8 @@ def cpu_model() -> str | None:
 
 
 def git_commit(cwd=None) -> str | None:
+    """The commit of the movebench checkout that ran (not of the folder the campaign runs in)."""
+    cwd = cwd or Path(__file__).resolve().parent
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5)
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,

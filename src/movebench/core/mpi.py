@@ -25,7 +25,7 @@ def mpi_meta(comm) -> dict | None:
         "rank_nodes": nodes,
         "nodes": sorted(set(nodes)),
         "mpi_library": MPI.Get_library_version().strip().splitlines()[0],
-        "mpi_version": "%d.%d" % MPI.Get_version(),
+        "mpi_version": "{}.{}".format(*MPI.Get_version()),
         # Thread level matters: MPICH at "single" busy-polls and is 100x slower oversubscribed.
         "mpi_thread_level": _THREAD_LEVELS.get(level, str(level)),
     }

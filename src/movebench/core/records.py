@@ -39,11 +39,14 @@ def record(family: str, variant: str, params: dict, rep: int, warmup: bool, *, e
     return {k: _clean(v) for k, v in rec.items()}
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def write_text(path, text: str) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    umask = os.umask(0)
+    os.umask(umask)
     try:
+        os.fchmod(fd, 0o666 & ~umask)  # mkstemp's 0600 would hide results from the rest of a group
         with os.fdopen(fd, "w") as f:
             f.write(text)
             f.flush()
@@ -55,11 +58,11 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 def write_jsonl(path, records) -> None:
-    _atomic_write(Path(path), "".join(json.dumps(r, sort_keys=False) + "\n" for r in records))
+    write_text(Path(path), "".join(json.dumps(r, sort_keys=False) + "\n" for r in records))
 
 
 def write_json(path, obj) -> None:
-    _atomic_write(Path(path), json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+    write_text(Path(path), json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 
 
 def read_jsonl(path) -> list[dict]:

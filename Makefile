@@ -1,0 +1,53 @@
+# movebench: `make run` runs the default campaign, `make test` the whole test suite.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PROFILE ?= local
+CONFIG ?= config/config.yaml
+PYTEST_ARGS ?=
+
+.PHONY: help install system-deps run dry-run plan test test-fast bench lint format slurm-up slurm-down clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[mpich,azure,test,lint]"
+	touch $@
+
+install: $(VENV)/.installed  ## create .venv and install movebench with its dependencies
+
+run: install  ## run the default campaign on this machine; the report lands in results/report.html
+	$(PY) -m movebench --configfile $(CONFIG) run --profile $(PROFILE)
+
+dry-run: install  ## show what a run would do, point by point, without running it
+	$(VENV)/bin/snakemake --profile $(PROFILE) --configfile $(CONFIG) --dry-run --quiet rules
+
+plan: install  ## jobs, nodes and node-hours the campaign asks for
+	$(PY) -m movebench --configfile $(CONFIG) plan
+
+system-deps:  ## Debian packages for tests and benchmarks (chromium, fio), installed when missing
+	scripts/system-deps.sh
+
+test: install system-deps  ## the whole test suite: unit, MPI, pipeline, browser, services
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+test-fast: install  ## unit tests only
+	$(VENV)/bin/pytest -m "not mpi and not pipeline and not browser and not slurm and not dragon and not azurite" $(PYTEST_ARGS)
+
+bench: install  ## the benchmarks quoted in the closing notes (several minutes)
+	$(PY) bench/shuffle.py
+
+lint: install  ## snakemake --lint, snakefmt --check, ruff
+	$(VENV)/bin/snakemake --lint --configfile $(CONFIG)
+	$(VENV)/bin/snakefmt --check Snakefile workflow/rules
+	$(VENV)/bin/ruff check src tests scripts bench
+
+format: install  ## apply snakefmt and ruff's fixes
+	$(VENV)/bin/snakefmt Snakefile workflow/rules
+	$(VENV)/bin/ruff check --fix src tests scripts bench
+
+clean:  ## remove results and Snakemake's state (keeps .venv)
+	rm -rf results .snakemake

@@ -1,0 +1,5 @@
+import sys
+
+from movebench.cli import main
+
+sys.exit(main())

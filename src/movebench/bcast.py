@@ -567,6 +567,14 @@ def _case_label(row) -> str:
     return f"{row['kind']} {row['shape']}{density} {row['dtype']}, {row['ranks']} ranks"
 
 
+def _memory_cell(row) -> str:
+    """MiB, and in payloads where the payload is large enough for the ratio to mean something."""
+    text = f"{row['rss_hwm_delta_bytes'] / _MiB:.1f} MiB"
+    if row["payload_bytes"] >= MEMORY_PLOT_MIN_BYTES:
+        text += f" ({row['receiver_extra_per_payload']:.2f}x)"
+    return text
+
+
 def crossover_rows(medians) -> list[dict]:
     """Per sparse shape, dtype, ranks and in-place method: the lowest density from which it beats pickle.
 
@@ -642,10 +650,9 @@ def report_context(table) -> dict:
         if method != "pickle" and "pickle" in times.columns:
             marks = clear[method].map(lambda c: "*" if c is True else "")
             study[f"{method} vs pickle"] = speedups[method].map(lambda x: "" if pd.isna(x) else f"{x:.2f}x") + marks
-    memory = shown.pivot_table(
-        index="case", columns="method", values="receiver_extra_per_payload", observed=True, sort=False
-    )
-    memory.columns = [f"{m}" for m in memory.columns]
+    memory = shown.assign(cell=shown.apply(_memory_cell, axis=1)).pivot(index="case", columns="method", values="cell")
+    memory = memory.reindex(times.index)[list(times.columns)]
+    memory.columns = [str(m) for m in memory.columns]
     return {
         "figures": _figures(medians, report),
         "per_method": report.html_table(per_method),
@@ -775,10 +782,11 @@ def main(argv=None):
         }
     else:
         source = expected = None
+    # tracemalloc's own tables live in RSS: start it before the baseline so they do not count as the broadcast's.
+    tracemalloc.start()
     rss_baseline = rss_bytes()
     expected = comm.bcast(expected, root=ROOT)
     state = setup(comm, args.method, source)
-    tracemalloc.start()
 
     def measure(rep, warmup):
         return broadcast_once(comm, args.method, source, state, expected, rss_baseline, args.corrupt)

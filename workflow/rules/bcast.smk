@@ -9,12 +9,14 @@ rule bcast_point:
         meta=f"{RAW}/bcast/{{point}}.meta.json",
     log:
         f"{LOGS}/bcast/{{point}}.log",
-    params:
-        family="bcast",
-        **point_params("bcast"),
-    resources:
-        **point_resources("bcast"),
     group:
         "bcast"
+    conda:
+        "../../envs/bcast.yaml"
+    resources:
+        **point_resources("bcast"),
+    params:
+        **point_params("bcast"),
+        family="bcast",
     shell:
         LAUNCH

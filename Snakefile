@@ -26,6 +26,13 @@ report: "report/workflow.rst"
 include: "workflow/rules/common.smk"
 
 
+# Aggregation and the report are light: they run where snakemake runs, never as cluster jobs.
+localrules:
+    all,
+    aggregate,
+    report,
+
+
 rule all:
     input:
         f"{RESULTS}/report.html",

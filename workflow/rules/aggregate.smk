@@ -19,9 +19,11 @@ rule aggregate:
         ),
     log:
         f"{LOGS}/aggregate/{{family}}.log",
-    params:
-        family=lambda w: w.family,
     wildcard_constraints:
         family="|".join(GRID) or "none",
+    conda:
+        "../../envs/report.yaml"
+    params:
+        family=lambda w: w.family,
     script:
         "../../scripts/aggregate.py"

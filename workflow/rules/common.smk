@@ -1,5 +1,4 @@
 # The grid of points, their paths, and what every point rule shares.
-import os
 import shlex
 
 from movebench import family as families
@@ -77,10 +76,13 @@ LAUNCH = (
     " --kernel-args {params.kernel_args:q} --out {output.records} --meta {output.meta}"
     " --failed {params.failed:q} > {log} 2>&1"
 )
-# Jobs run the Python (and the mpich wheel's mpiexec) of the environment snakemake runs in,
-# without naming its path in the command, where a different spelling would rerun every point.
-os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-# Recorded in each point's meta, but kept out of the command: a changed config must not
-# rerun points whose own parameters did not change.
-os.environ["MOVEBENCH_CONFIG_HASH"] = CONFIG_HASH
-os.environ["MOVEBENCH_CAMPAIGN"] = CAMPAIGN["name"]
+# Set in the shell prefix, not in the command, because Snakemake reruns a job whose command
+# text changed: jobs run the Python (and the mpich wheel's mpiexec) that runs snakemake,
+# whatever its path is spelled like, and the config hash and campaign name go to each point's
+# meta without a changed config rerunning points whose own parameters did not change.
+shell.prefix(
+    "set -euo pipefail; "
+    f'export PATH={shlex.quote(str(Path(sys.executable).parent))}:"$PATH"; '
+    f"export MOVEBENCH_CONFIG_HASH={CONFIG_HASH}; "
+    f"export MOVEBENCH_CAMPAIGN={shlex.quote(CAMPAIGN['name'])}; "
+)

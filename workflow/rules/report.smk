@@ -14,6 +14,8 @@ rule report:
         ),
     log:
         f"{LOGS}/report.log",
+    conda:
+        "../../envs/report.yaml"
     params:
         config=config,
         grid=GRID,
@@ -27,6 +29,14 @@ onerror:
 
     try:
         path = html_report.render_partial(config, GRID)
-        print(f"movebench: some points failed; partial report at {path}", file=sys.stderr)
-    except Exception as exc:  # the run already failed: say why the report is missing, keep the first error
-        print(f"movebench: could not render the partial report: {exc}", file=sys.stderr)
+        print(
+            f"movebench: some points failed; partial report at {path}",
+            file=sys.stderr,
+        )
+    except (
+        Exception
+    ) as exc:  # the run already failed: say why the report is missing, keep the first error
+        print(
+            f"movebench: could not render the partial report: {exc}",
+            file=sys.stderr,
+        )

@@ -9,12 +9,14 @@ rule shuffle_point:
         meta=f"{RAW}/shuffle/{{point}}.meta.json",
     log:
         f"{LOGS}/shuffle/{{point}}.log",
-    params:
-        family="shuffle",
-        **point_params("shuffle"),
-    resources:
-        **point_resources("shuffle"),
     group:
         "shuffle"
+    conda:
+        "../../envs/shuffle.yaml"
+    resources:
+        **point_resources("shuffle"),
+    params:
+        **point_params("shuffle"),
+        family="shuffle",
     shell:
         LAUNCH

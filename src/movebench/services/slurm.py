@@ -1,0 +1,611 @@
+"""A real, self-contained Slurm test cluster on this one machine.
+
+``LocalSlurmCluster`` starts Debian's Slurm (22.05 on Debian 12) with its own
+munged, one slurmctld and two slurmd that simulate two nodes ``n1`` and ``n2``
+on ``127.0.0.1``.  It is meant for tests and for trying the project's
+``slurm`` profile without a real cluster::
+
+    python -m movebench.services.slurm up      # or: make slurm-up
+    sbatch -N 2 --wrap 'srun hostname'
+    python -m movebench.services.slurm down    # or: make slurm-down
+
+Layout of the state directory (default ``/tmp/movebench-slurm``, or
+``$MOVEBENCH_SLURM_DIR``, or ``--dir``; outside the repository, since the
+cluster is host-wide anyway: it owns ``/etc/slurm/slurm.conf``)::
+
+    slurm.conf          the configuration (also installed as /etc/slurm/slurm.conf)
+    slurm.n1.conf ...   each slurmd's copy (differs in TmpFS only)
+    state.json          pids, ports and paths of the running cluster
+    munge/              munge.key, munge.socket, munged.pid/.log/.seed
+    ctld/               StateSaveLocation of slurmctld
+    spool/n1, spool/n2  SlurmdSpoolDir of each node
+    tmp/n1, tmp/n2      a private TmpFS per node (see below)
+    log/                slurmctld.log, slurmd.n1.log, slurmd.n2.log
+    run/                pid files
+
+Why the configuration is written to ``/etc/slurm/slurm.conf``: the Snakemake
+slurm executor's job-step wrapper removes every ``SLURM_*`` variable
+(``SLURM_CONF`` included) before it runs a rule, so an ``srun`` inside a job
+only finds the default path.  An existing ``/etc/slurm/slurm.conf`` that is not
+ours is saved as ``/etc/slurm/slurm.conf.movebench-backup`` and put back at
+``stop()``.  Only one such cluster can run per host.
+
+Job status: no slurmdbd runs, so ``sacct`` does not work.  Use
+``squeue`` for status (Snakemake: ``slurm-status-command: squeue``);
+``MinJobAge`` is 3600 s so finished jobs stay visible to ``squeue``.
+
+Every daemon is stopped by the pid it wrote in its pid file; nothing is killed
+by name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SYSTEM_CONF = Path("/etc/slurm/slurm.conf")
+BACKUP_SUFFIX = ".movebench-backup"
+MARKER = "# movebench LocalSlurmCluster, state dir: "
+NODE_NAMES = ("n1", "n2")
+PARTITION = "debug"
+CLUSTER_NAME = "movebench"
+MIN_JOB_AGE_S = 3600
+REQUIRED_BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "srun", "squeue", "sinfo", "scontrol", "scancel")
+APT_PACKAGES = ("slurm-wlm", "munge")
+
+
+class SlurmClusterError(RuntimeError):
+    """The cluster could not be installed, started or stopped."""
+
+
+def default_state_dir() -> Path:
+    return Path(os.environ.get("MOVEBENCH_SLURM_DIR", "/tmp/movebench-slurm")).resolve()
+
+
+# --------------------------------------------------------------------------- install
+
+
+def missing_binaries() -> list[str]:
+    return [b for b in REQUIRED_BINARIES if shutil.which(b, path=_sbin_path()) is None]
+
+
+def _sbin_path() -> str:
+    parts = os.environ.get("PATH", "").split(os.pathsep)
+    for extra in ("/usr/sbin", "/usr/bin", "/sbin"):
+        if extra not in parts:
+            parts.append(extra)
+    return os.pathsep.join(parts)
+
+
+def ensure_installed(*, log=print) -> bool:
+    """Install Debian's slurm-wlm and munge when missing.  Returns True if it installed.
+
+    Quick (one ``which`` per binary) when everything is already there.  Needs
+    root and a Debian-like system with apt-get.  Daemons are kept from
+    starting during the install with a temporary ``policy-rc.d`` (only when
+    none exists), since this module starts its own.
+    """
+    missing = missing_binaries()
+    if not missing:
+        return False
+    if os.geteuid() != 0:
+        raise SlurmClusterError(
+            f"Slurm binaries missing ({', '.join(missing)}) and not root: "
+            f"cannot apt-get install {' '.join(APT_PACKAGES)}"
+        )
+    if shutil.which("apt-get") is None:
+        raise SlurmClusterError(f"Slurm binaries missing ({', '.join(missing)}) and no apt-get to install them")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    policy = Path("/usr/sbin/policy-rc.d")
+    made_policy = False
+    if not policy.exists():
+        policy.write_text("#!/bin/sh\n# temporary, written by movebench.services.slurm\nexit 101\n")
+        policy.chmod(0o755)
+        made_policy = True
+    install = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *APT_PACKAGES]
+    try:
+        log(f"installing {' '.join(APT_PACKAGES)} with apt-get ...")
+        r = subprocess.run(install, env=env, capture_output=True, text=True)
+        if r.returncode != 0:
+            # Fresh machines have no package lists yet.
+            u = subprocess.run(["apt-get", "update", "-q"], env=env, capture_output=True, text=True)
+            if u.returncode != 0:
+                raise SlurmClusterError(f"apt-get update failed:\n{u.stdout[-2000:]}\n{u.stderr[-2000:]}")
+            r = subprocess.run(install, env=env, capture_output=True, text=True)
+            if r.returncode != 0:
+                raise SlurmClusterError(f"apt-get install failed:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+    finally:
+        if made_policy:
+            policy.unlink(missing_ok=True)
+    still = missing_binaries()
+    if still:
+        raise SlurmClusterError(f"after apt-get install still missing: {', '.join(still)}")
+    return True
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _free_port(preferred: int | None = None) -> int:
+    if preferred is not None:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            # as the daemons do: a port in TIME_WAIT from a previous run is free
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", preferred))
+                return preferred
+            except OSError:
+                pass
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _pid_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie is not alive for our purposes.
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _read_pid(path: Path) -> int | None:
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _tail(path: Path, n: int = 20) -> str:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return f"({path} not readable)"
+    return "\n".join(lines[-n:])
+
+
+def _mem_per_node_mb(nodes: int) -> int:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                total_mb = int(line.split()[1]) // 1024
+                return max(1000, int(total_mb * 0.8 / nodes))
+    except OSError:
+        pass
+    return 2000
+
+
+# --------------------------------------------------------------------------- cluster
+
+
+class LocalSlurmCluster:
+    """Munged + slurmctld + two slurmd (nodes n1, n2) under one state directory.
+
+    Use as a context manager, or call ``start()`` / ``stop()``.  ``start()``
+    returns once both nodes are idle, or raises ``SlurmClusterError`` with the
+    daemons' log tails (it never waits longer than ``start_timeout``).
+    """
+
+    def __init__(
+        self,
+        root_dir: str | os.PathLike | None = None,
+        *,
+        cpus_per_node: int = 2,
+        start_timeout: float = 60.0,
+        install: bool = True,
+        conf_path: str | os.PathLike = SYSTEM_CONF,
+        log=None,
+    ):
+        self.root = Path(root_dir).resolve() if root_dir is not None else default_state_dir()
+        self.cpus_per_node = cpus_per_node
+        self.start_timeout = start_timeout
+        self.install = install
+        self.conf_path = Path(conf_path)
+        self.backup_path = self.conf_path.with_name(self.conf_path.name + BACKUP_SUFFIX)
+        self.nodes = NODE_NAMES
+        self._log = log or (lambda msg: print(f"[slurm-cluster] {msg}", file=sys.stderr))
+        self.started_at: float | None = None
+        self.startup_seconds: float | None = None
+
+    # paths
+    @property
+    def munge_dir(self) -> Path:
+        return self.root / "munge"
+
+    @property
+    def munge_socket(self) -> Path:
+        return self.munge_dir / "munge.socket"
+
+    @property
+    def state_file(self) -> Path:
+        return self.root / "state.json"
+
+    @property
+    def local_conf(self) -> Path:
+        return self.root / "slurm.conf"
+
+    def _pidfiles(self) -> dict[str, Path]:
+        run = self.root / "run"
+        files = {f"slurmd.{n}": run / f"slurmd.{n}.pid" for n in self.nodes}
+        files["slurmctld"] = run / "slurmctld.pid"
+        files["munged"] = self.munge_dir / "munged.pid"
+        return files  # stop order: slurmd, slurmctld, munged
+
+    def env(self) -> dict[str, str]:
+        """Variables a client needs.  The config sits at the default path, so
+        ``SLURM_CONF`` only states the obvious (and survives being stripped)."""
+        return {"SLURM_CONF": str(self.conf_path)}
+
+    # state
+    def _load_state(self) -> dict:
+        try:
+            return json.loads(self.state_file.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def running_daemons(self) -> dict[str, int | None]:
+        """Pid of each daemon, or None if it is not running."""
+        return {name: (pid if _pid_alive(pid := _read_pid(path)) else None) for name, path in self._pidfiles().items()}
+
+    def is_running(self) -> bool:
+        return all(self.running_daemons().values())
+
+    # configuration
+    def _write_munge_key(self) -> None:
+        self.munge_dir.mkdir(parents=True, exist_ok=True)
+        for parent in self.root.parents:
+            if not parent.stat().st_mode & 0o001:
+                raise SlurmClusterError(
+                    f"munged needs every directory above its socket to be searchable by all, {parent} is not: "
+                    "choose another state dir (e.g. under /tmp)"
+                )
+        # munged needs the socket's directory (and its parents) to be
+        # traversable by everyone, and the key readable by its owner only.
+        for d in (self.root, self.munge_dir):
+            d.chmod(0o755)
+        key = self.munge_dir / "munge.key"
+        if not key.exists():
+            key.write_bytes(os.urandom(1024))
+        key.chmod(0o400)
+
+    def render_conf(self, ctld_port: int, node_ports: dict[str, int]) -> str:
+        r = self.root
+        mem = _mem_per_node_mb(len(self.nodes))
+        node_lines = "\n".join(
+            f"NodeName={n} NodeHostname=localhost NodeAddr=127.0.0.1 Port={node_ports[n]} "
+            f"CPUs={self.cpus_per_node} RealMemory={mem} State=UNKNOWN"
+            for n in self.nodes
+        )
+        return f"""{MARKER}{r}
+# Written by movebench.services.slurm; removed (or the original restored) at stop.
+ClusterName={CLUSTER_NAME}
+SlurmctldHost=localhost(127.0.0.1)
+SlurmctldPort={ctld_port}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket={self.munge_socket}
+AccountingStoragePass={self.munge_socket}
+StateSaveLocation={r}/ctld
+SlurmdSpoolDir={r}/spool/%n
+SlurmctldPidFile={r}/run/slurmctld.pid
+SlurmdPidFile={r}/run/slurmd.%n.pid
+SlurmctldLogFile={r}/log/slurmctld.log
+SlurmdLogFile={r}/log/slurmd.%n.log
+SlurmctldDebug=info
+SlurmdDebug=info
+TmpFS={r}/tmp
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SchedulerType=sched/backfill
+MpiDefault=none
+ReturnToService=2
+# reject at submission what can never run (e.g. more nodes than exist), so
+# that Snakemake reports an error instead of polling a PENDING job forever
+EnforcePartLimits=ALL
+SlurmdParameters=config_overrides
+# the per-node copies differ in TmpFS only: do not warn about it
+DebugFlags=NO_CONF_HASH
+MinJobAge={MIN_JOB_AGE_S}
+KillWait=5
+InactiveLimit=0
+SlurmctldTimeout=30
+SlurmdTimeout=60
+MessageTimeout=10
+{node_lines}
+PartitionName={PARTITION} Nodes={",".join(self.nodes)} Default=YES MaxTime=INFINITE \
+    MaxNodes={len(self.nodes)} State=UP OverSubscribe=NO
+"""
+
+    def node_conf(self, node: str) -> Path:
+        return self.root / f"slurm.{node}.conf"
+
+    def _install_conf(self, text: str) -> None:
+        self.local_conf.write_text(text)
+        # Each slurmd reads its own copy that differs only in TmpFS: the PMIx
+        # plugin makes "<TmpFS>/spmix_appdir_<uid>_<job>.<step>" on every
+        # node, and two nodes on one host would collide on the same path.
+        for n in self.nodes:
+            (self.root / "tmp" / n).mkdir(parents=True, exist_ok=True)
+            (self.root / "tmp" / n).chmod(0o1777)
+            self.node_conf(n).write_text(text.replace(f"\nTmpFS={self.root}/tmp\n", f"\nTmpFS={self.root}/tmp/{n}\n"))
+        self.conf_path.parent.mkdir(parents=True, exist_ok=True)
+        if self.conf_path.exists() or self.conf_path.is_symlink():
+            current = self.conf_path.read_text(errors="replace") if self.conf_path.exists() else ""
+            if current.startswith(MARKER):
+                other = Path(current.splitlines()[0][len(MARKER) :].strip())
+                if other != self.root and LocalSlurmCluster(other, install=False).running_daemons()["slurmctld"]:
+                    raise SlurmClusterError(
+                        f"another movebench Slurm cluster (state dir {other}) owns {self.conf_path}; "
+                        f"stop it first: python -m movebench.services.slurm down --dir {other}"
+                    )
+                # stale file of ours: overwrite, the real backup (if any) is already saved
+            elif not self.backup_path.exists():
+                os.replace(self.conf_path, self.backup_path)
+                self._log(f"saved existing {self.conf_path} as {self.backup_path}")
+        tmp = self.conf_path.with_name(self.conf_path.name + ".movebench-tmp")
+        tmp.write_text(text)
+        os.replace(tmp, self.conf_path)
+
+    def _restore_conf(self) -> None:
+        try:
+            current = self.conf_path.read_text(errors="replace")
+        except OSError:
+            current = None
+        if current is not None and not current.startswith(f"{MARKER}{self.root}\n"):
+            return  # not ours (any more): leave it alone
+        if self.backup_path.exists():
+            os.replace(self.backup_path, self.conf_path)
+            self._log(f"restored {self.conf_path} from {self.backup_path}")
+        elif current is not None:
+            self.conf_path.unlink()
+
+    # commands
+    def run(self, *args: str, timeout: float = 30, check: bool = True, **kw) -> subprocess.CompletedProcess:
+        env = dict(os.environ, **self.env(), PATH=_sbin_path())
+        env.update(kw.pop("env", {}) or {})
+        r = subprocess.run(list(args), capture_output=True, text=True, timeout=timeout, env=env, **kw)
+        if check and r.returncode != 0:
+            raise SlurmClusterError(f"{' '.join(args)} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+        return r
+
+    def node_states(self) -> dict[str, str]:
+        r = self.run("sinfo", "-h", "-N", "-o", "%N %T", check=False, timeout=15)
+        if r.returncode != 0:
+            return {}
+        states = {}
+        for line in r.stdout.split("\n"):
+            if line.strip():
+                name, state = line.split()[:2]
+                states[name] = state
+        return states
+
+    def _diagnostics(self) -> str:
+        logs = [self.munge_dir / "munged.log", self.root / "log" / "slurmctld.log"]
+        logs += [self.root / "log" / f"slurmd.{n}.log" for n in self.nodes]
+        parts = [f"daemons: {self.running_daemons()}"]
+        for p in logs:
+            parts.append(f"--- {p}\n{_tail(p)}")
+        return "\n".join(parts)
+
+    # lifecycle
+    def start(self) -> LocalSlurmCluster:
+        t0 = time.monotonic()
+        if self.install:
+            ensure_installed(log=self._log)
+        if os.geteuid() != 0:
+            raise SlurmClusterError("LocalSlurmCluster runs its daemons as root (SlurmUser=root); run as root")
+        if self.is_running():
+            self._log(f"already running (state dir {self.root})")
+            self._wait_idle(t0)
+            return self
+        if any(self.running_daemons().values()):
+            self._log("a previous start left some daemons behind: stopping them first")
+            self.stop()
+        # fresh state on every start: no jobs, no node states from before
+        for sub in ("ctld", "spool", "tmp", "log", "run"):
+            shutil.rmtree(self.root / sub, ignore_errors=True)
+        self.root.mkdir(parents=True, exist_ok=True)
+        if self.root.stat().st_uid != os.geteuid():
+            raise SlurmClusterError(f"state dir {self.root} is not owned by uid {os.geteuid()}")
+        for sub in ("ctld", "log", "run", *(f"spool/{n}" for n in self.nodes), "tmp"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        (self.root / "tmp").chmod(0o1777)
+        self._write_munge_key()
+
+        ctld_port = _free_port()
+        node_ports: dict[str, int] = {}
+        for i, n in enumerate(self.nodes):
+            port = _free_port(17001 + i)
+            while port == ctld_port or port in node_ports.values():
+                port = _free_port()
+            node_ports[n] = port
+        self._install_conf(self.render_conf(ctld_port, node_ports))
+        self.state_file.write_text(
+            json.dumps(
+                {
+                    "root": str(self.root),
+                    "conf": str(self.conf_path),
+                    "slurmctld_port": ctld_port,
+                    "slurmd_ports": node_ports,
+                },
+                indent=2,
+            )
+        )
+        try:
+            self._start_munged()
+            self._start_daemon(["slurmctld", "-f", str(self.conf_path)], "slurmctld")
+            self._wait(
+                lambda: self.run("scontrol", "ping", check=False, timeout=10).returncode == 0,
+                t0,
+                "slurmctld answers scontrol ping",
+            )
+            for n in self.nodes:
+                self._start_daemon(["slurmd", "-f", str(self.node_conf(n)), "-N", n], f"slurmd.{n}")
+            self._wait_idle(t0)
+        except BaseException:
+            diag = self._diagnostics()
+            self.stop()
+            raise SlurmClusterError(f"Slurm cluster failed to start:\n{diag}") from None
+        self.started_at = time.time()
+        self.startup_seconds = time.monotonic() - t0
+        self._log(
+            f"up in {self.startup_seconds:.1f}s: nodes {', '.join(self.nodes)} idle, "
+            f"conf {self.conf_path}, state {self.root}"
+        )
+        return self
+
+    def _start_munged(self) -> None:
+        m = self.munge_dir
+        cmd = [
+            "munged",
+            f"--key-file={m / 'munge.key'}",
+            f"--socket={self.munge_socket}",
+            f"--pid-file={m / 'munged.pid'}",
+            f"--log-file={m / 'munged.log'}",
+            f"--seed-file={m / 'munged.seed'}",
+        ]
+        self._start_daemon(cmd, "munged")
+        self._wait(lambda: self.munge_socket.exists(), time.monotonic(), "munged socket", timeout=10)
+
+    def _start_daemon(self, cmd: list[str], name: str) -> None:
+        """Start a self-daemonizing program and wait for its pid file."""
+        pidfile = self._pidfiles()[name]
+        pidfile.unlink(missing_ok=True)
+        exe = shutil.which(cmd[0], path=_sbin_path()) or cmd[0]
+        r = subprocess.run([exe, *cmd[1:]], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+        if r.returncode != 0:
+            raise SlurmClusterError(f"{name} exited {r.returncode}: {r.stdout}{r.stderr}")
+        self._wait(lambda: _pid_alive(_read_pid(pidfile)), time.monotonic(), f"{name} pid file {pidfile}", timeout=15)
+
+    def _wait(self, cond, t0: float, what: str, timeout: float | None = None) -> None:
+        deadline = t0 + (timeout if timeout is not None else self.start_timeout)
+        while True:
+            if cond():
+                return
+            if time.monotonic() > deadline:
+                raise SlurmClusterError(f"timed out waiting for {what}")
+            time.sleep(0.1)
+
+    def _wait_idle(self, t0: float) -> None:
+        def idle() -> bool:
+            dead = [k for k, v in self.running_daemons().items() if v is None]
+            if dead:
+                raise SlurmClusterError(f"daemon(s) died: {', '.join(dead)}")
+            states = self.node_states()
+            return all(states.get(n, "").rstrip("*~#") == "idle" for n in self.nodes)
+
+        self._wait(idle, t0, f"nodes {', '.join(self.nodes)} idle")
+
+    def stop(self, timeout: float = 20.0) -> float:
+        """Cancel all jobs, stop every daemon by pid, restore /etc/slurm/slurm.conf.
+
+        Returns the seconds it took.  Safe to call when nothing runs.
+        """
+        t0 = time.monotonic()
+        pids = self.running_daemons()
+        if pids.get("slurmctld"):
+            self.run("scancel", "--full", "--user", "root", check=False, timeout=15)
+            # give running steps a moment to go away
+            end = time.monotonic() + 10
+            while time.monotonic() < end:
+                r = self.run("squeue", "-h", "-t", "RUNNING,COMPLETING,PENDING,CONFIGURING", check=False, timeout=10)
+                if r.returncode != 0 or not r.stdout.strip():
+                    break
+                time.sleep(0.2)
+        for pid in pids.values():  # slurmd first, munged last
+            if pid:
+                _terminate(pid, timeout)
+        self._restore_conf()
+        took = time.monotonic() - t0
+        self._log(f"stopped in {took:.1f}s (state dir {self.root})")
+        return took
+
+    def status(self) -> dict:
+        d = {"state_dir": str(self.root), "daemons": self.running_daemons(), **self._load_state()}
+        d["nodes"] = self.node_states() if d["daemons"].get("slurmctld") else {}
+        return d
+
+    def __enter__(self) -> LocalSlurmCluster:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _terminate(pid: int, timeout: float) -> None:
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if not _pid_alive(pid):
+            return
+        time.sleep(0.05)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m movebench.services.slurm", description="A two-node Slurm test cluster on this host."
+    )
+    p.add_argument("action", choices=["up", "down", "status", "install"])
+    p.add_argument("--dir", default=None, help="state directory (default $MOVEBENCH_SLURM_DIR or /tmp/movebench-slurm)")
+    p.add_argument("--cpus-per-node", type=int, default=2)
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the nodes to become idle")
+    a = p.parse_args(argv)
+    c = LocalSlurmCluster(a.dir, cpus_per_node=a.cpus_per_node, start_timeout=a.timeout)
+    try:
+        if a.action == "install":
+            print("installed" if ensure_installed() else "already installed")
+        elif a.action == "up":
+            c.start()
+            print(
+                f"Slurm cluster up: nodes {', '.join(c.nodes)}, partition {PARTITION}, "
+                f"conf {c.conf_path}, state {c.root}"
+            )
+            print(f"stop it with: python -m movebench.services.slurm down --dir {c.root}")
+        elif a.action == "down":
+            c.stop()
+        else:
+            st = c.status()
+            print(json.dumps(st, indent=2))
+            return 0 if all(st["daemons"].values()) else 3
+    except SlurmClusterError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,286 @@
+"""The local two-node Slurm cluster (movebench.services.slurm), with real daemons.
+
+A session fixture starts munged, slurmctld and two slurmd (nodes n1 and n2 on
+127.0.0.1) in a fresh state directory, or reuses one already started with
+`python -m movebench.services.slurm up` (and then leaves it running).  It
+installs Debian's slurm-wlm and munge with apt-get when they are missing,
+which needs root.
+
+What these tests pin down for the project's slurm profile:
+- MPI (the mpich wheel) across nodes inside an allocation: `srun --mpi=pmi2`,
+  or Hydra's `mpiexec -launcher slurm` while the job's SLURM_* variables are set.
+- Through Snakemake's slurm executor: the job step strips SLURM_* variables, so
+  the rule must say how many tasks (`srun --mpi=pmi2 -n {resources.tasks}`), and
+  job status comes from squeue (no slurmdbd, so no sacct).
+- A job that can never run is rejected at submission, so Snakemake fails fast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from movebench.services.slurm import MARKER, SYSTEM_CONF, LocalSlurmCluster, missing_binaries
+
+pytestmark = [pytest.mark.slurm, pytest.mark.skipif(sys.platform != "linux", reason="Linux only")]
+
+PYTHON = sys.executable
+VENV_BIN = str(Path(PYTHON).parent)
+
+HELLO = """\
+import json, os, socket
+from mpi4py import MPI
+comm = MPI.COMM_WORLD
+total = comm.allreduce(comm.rank + 1, op=MPI.SUM)
+print(json.dumps({"rank": comm.rank, "size": comm.size, "node": os.environ.get("SLURMD_NODENAME"),
+                  "host": socket.gethostname(), "sum": total}), flush=True)
+"""
+
+# The settings the project's slurm profile needs on this cluster (see the module's docstring).
+PROFILE = {
+    "executor": "slurm",
+    "jobs": 2,
+    "latency-wait": 5,
+    "default-resources": {"slurm_partition": "debug", "runtime": 10, "mem_mb": 500},
+    "slurm-status-command": "squeue",
+    "slurm-init-seconds-before-status-checks": 2,
+    "seconds-between-status-checks": 2,
+}
+
+
+def _running_cluster() -> LocalSlurmCluster | None:
+    """A cluster started earlier (e.g. `make slurm-up`) that owns /etc/slurm/slurm.conf."""
+    try:
+        first = SYSTEM_CONF.read_text().splitlines()[0]
+    except (OSError, IndexError):
+        return None
+    if not first.startswith(MARKER):
+        return None
+    c = LocalSlurmCluster(first[len(MARKER) :].strip(), install=False)
+    return c if c.is_running() else None
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    if os.geteuid() != 0 and missing_binaries():
+        pytest.skip("Slurm is not installed and installing it (apt-get) needs root")
+    existing = _running_cluster()
+    if existing is not None:
+        yield existing
+        return
+    root = Path(tempfile.mkdtemp(prefix="movebench-slurm-test-"))
+    cluster = LocalSlurmCluster(root)
+    cluster.start()
+    print(f"\nslurm cluster started in {cluster.startup_seconds:.2f}s")
+    try:
+        yield cluster
+    finally:
+        print(f"\nslurm cluster stopped in {cluster.stop():.2f}s")
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def job_env(slurm_cluster):
+    """Environment for clients: the venv's python/mpiexec/snakemake first on PATH, no inherited SLURM_*."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SRUN_", "SALLOC_"))}
+    env.update(slurm_cluster.env())
+    env["PATH"] = os.pathsep.join([VENV_BIN, env.get("PATH", ""), "/usr/sbin", "/usr/bin"])
+    return env
+
+
+def sbatch_wait(cluster: LocalSlurmCluster, tmp_path: Path, env: dict, *args: str, timeout: float = 120):
+    """Submit with sbatch and poll squeue every 0.1 s (`sbatch --wait` polls only every few seconds).
+
+    Returns the job's output and its turnaround (submission to a final state) in seconds.
+    """
+    out = tmp_path / "job.out"
+    t0 = time.monotonic()
+    sub = subprocess.run(
+        ["sbatch", "--parsable", "-o", str(out), "-D", str(tmp_path), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+    )
+    assert sub.returncode == 0, f"sbatch {args} failed:\n{sub.stdout}\n{sub.stderr}"
+    jobid = sub.stdout.strip().split(";")[0]
+    state = ""
+    while time.monotonic() - t0 < timeout:
+        state = cluster.run("squeue", "-h", "-j", jobid, "-t", "all", "-o", "%T", check=False).stdout.strip()
+        if state in {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL"}:
+            break
+        time.sleep(0.1)
+    took = time.monotonic() - t0
+    text = out.read_text() if out.exists() else ""
+    assert state == "COMPLETED", f"job {jobid} ({args}) ended {state!r}:\n{text}"
+    return text, took
+
+
+def ranks(text: str) -> list[dict]:
+    """The JSON lines of HELLO.  Hydra may glue two ranks' lines together, so match objects, not lines."""
+    return sorted((json.loads(m) for m in re.findall(r"\{[^{}]*\}", text)), key=lambda r: r["rank"])
+
+
+def test_both_nodes_are_idle(slurm_cluster):
+    assert slurm_cluster.node_states() == {"n1": "idle", "n2": "idle"}
+
+
+def test_two_node_batch_job_runs_on_n1_and_n2(slurm_cluster, job_env, tmp_path):
+    text, took = sbatch_wait(
+        slurm_cluster, tmp_path, job_env, "-N", "2", "--ntasks-per-node=1", "--wrap", "srun printenv SLURMD_NODENAME"
+    )
+    assert sorted(text.split()) == ["n1", "n2"]
+    assert took < 30
+    print(f"2-node sbatch job: {took:.2f}s from submission to COMPLETED")
+
+
+def test_mpi_allreduce_across_both_nodes_with_srun_pmi2(slurm_cluster, job_env, tmp_path):
+    (tmp_path / "hello.py").write_text(HELLO)
+    text, _ = sbatch_wait(
+        slurm_cluster,
+        tmp_path,
+        job_env,
+        "-N",
+        "2",
+        "--ntasks-per-node=2",
+        "--wrap",
+        f"srun --mpi=pmi2 {PYTHON} hello.py",
+    )
+    rs = ranks(text)
+    assert [r["rank"] for r in rs] == [0, 1, 2, 3], text
+    assert {r["size"] for r in rs} == {4}
+    assert {r["sum"] for r in rs} == {1 + 2 + 3 + 4}
+    assert [r["node"] for r in rs] == ["n1", "n1", "n2", "n2"]
+
+
+def test_mpi_with_hydra_slurm_launcher_in_allocation(slurm_cluster, job_env, tmp_path):
+    (tmp_path / "hello.py").write_text(HELLO)
+    mpiexec = Path(VENV_BIN) / "mpiexec"
+    if not mpiexec.exists():
+        pytest.skip("no mpiexec next to this python (mpich wheel not installed)")
+    text, _ = sbatch_wait(
+        slurm_cluster,
+        tmp_path,
+        job_env,
+        "-N",
+        "2",
+        "-n",
+        "2",
+        "--wrap",
+        f"{mpiexec} -launcher slurm -n 2 {PYTHON} hello.py",
+    )
+    rs = ranks(text)
+    assert [(r["rank"], r["node"], r["sum"]) for r in rs] == [(0, "n1", 3), (1, "n2", 3)], text
+
+
+def _snakemake(workdir: Path, env: dict, timeout: float) -> tuple[subprocess.CompletedProcess, float]:
+    (workdir / "profile").mkdir(exist_ok=True)
+    (workdir / "profile" / "config.yaml").write_text(yaml.safe_dump(PROFILE, sort_keys=False))
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        [PYTHON, "-m", "snakemake", "--profile", "profile", "--directory", str(workdir)],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
+    return proc, time.monotonic() - t0
+
+
+def test_snakemake_slurm_executor_runs_an_mpi_rule_on_both_nodes(slurm_cluster, job_env, tmp_path):
+    (tmp_path / "hello.py").write_text(HELLO)
+    (tmp_path / "Snakefile").write_text(
+        """
+rule all:
+    input: "hello.jsonl", "prep.txt"
+
+rule prep:
+    output: "prep.txt"
+    shell: "printenv SLURMD_NODENAME > {output}"
+
+rule hello:
+    input: "prep.txt"
+    output: "hello.jsonl"
+    resources:
+        nodes=2,
+        tasks=2,
+        mpi="srun --mpi=pmi2",
+    shell: "{resources.mpi} -n {resources.tasks} python hello.py > {output}"
+"""
+    )
+    proc, took = _snakemake(tmp_path, job_env, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    assert (tmp_path / "prep.txt").read_text().strip() in {"n1", "n2"}
+    rs = ranks((tmp_path / "hello.jsonl").read_text())
+    assert [(r["rank"], r["node"], r["sum"]) for r in rs] == [(0, "n1", 3), (1, "n2", 3)]
+    print(f"snakemake with 2 slurm jobs took {took:.1f}s")
+
+
+def test_snakemake_fails_fast_when_a_job_can_never_run(slurm_cluster, job_env, tmp_path):
+    # EnforcePartLimits=ALL: sbatch rejects 3 nodes at once instead of leaving the job PENDING forever.
+    (tmp_path / "Snakefile").write_text(
+        """
+rule too_big:
+    output: "never.txt"
+    resources: nodes=3, tasks=3, mpi="srun --mpi=pmi2"
+    shell: "{resources.mpi} -n {resources.tasks} hostname > {output}"
+"""
+    )
+    proc, took = _snakemake(tmp_path, job_env, timeout=120)
+    assert proc.returncode != 0
+    assert "Node count specification invalid" in proc.stderr, proc.stderr[-4000:]
+    assert took < 60
+
+
+def test_scancel_of_a_running_job_is_a_failed_job_to_snakemake(slurm_cluster, job_env, tmp_path):
+    (tmp_path / "Snakefile").write_text(
+        """
+rule sleepy:
+    output: "sleepy.txt"
+    shell: "sleep 300; touch {output}"
+"""
+    )
+    (tmp_path / "profile").mkdir()
+    (tmp_path / "profile" / "config.yaml").write_text(yaml.safe_dump(PROFILE, sort_keys=False))
+    smk = subprocess.Popen(
+        [PYTHON, "-m", "snakemake", "--profile", "profile", "--directory", str(tmp_path)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=job_env,
+    )
+    try:
+        jobid = None
+        deadline = time.monotonic() + 60
+        while jobid is None and time.monotonic() < deadline:
+            q = slurm_cluster.run("squeue", "-h", "-t", "RUNNING", "-o", "%i|%j", check=False)
+            for line in q.stdout.split():
+                i, name = line.split("|", 1)
+                if name != "interactive":
+                    jobid = i
+            time.sleep(0.5)
+        assert jobid, "the snakemake job never started running"
+        slurm_cluster.run("scancel", jobid)
+        t_cancel = time.monotonic()
+        out, _ = smk.communicate(timeout=150)
+        took = time.monotonic() - t_cancel
+    finally:
+        if smk.poll() is None:
+            smk.kill()
+            smk.communicate()
+    assert smk.returncode != 0
+    assert f"SLURM-job '{jobid}' failed, SLURM status is: 'CANCELLED'" in out, out[-4000:]
+    assert not (tmp_path / "sleepy.txt").exists()
+    print(f"snakemake exited {took:.1f}s after scancel")

@@ -249,7 +249,8 @@ class KV(Family):
             long = ratios.melt(id_vars=["nodes", "clients_per_node", "managers_per_node", "value_size"],
                                value_vars=[c for c in RATIOS if c in ratios], var_name="ratio", value_name="x")
             sns.lineplot(data=long.dropna(), x="value_size", y="x", hue="ratio", style="nodes", marker="o", ax=ax)
-            ax.set(xscale="log", xlabel="value size (bytes)", ylabel="speed-up (ratio of median bandwidths)")
+            ax.set(xscale="log", yscale="log", xlabel="value size (bytes)",
+                   ylabel="speed-up (ratio of median bandwidths)")
             ax.axhline(1.0, color="grey", lw=0.8, ls="--")
             ctx["figures"].append(("Batched vs unbatched puts and frozen vs unfrozen gets", figure_uri(fig)))
             ctx["ratios"] = html_table(ratios)

@@ -40,6 +40,7 @@ test-fast: install  ## unit tests only
 bench: install  ## the benchmarks quoted in the closing notes (several minutes)
 	$(PY) bench/shuffle.py
 	$(PY) bench/campaign.py
+	$(PY) bench/kv.py
 
 lint: install  ## snakemake --lint, snakefmt --check, ruff
 	$(VENV)/bin/snakemake --lint --configfile $(CONFIG)

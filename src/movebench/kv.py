@@ -39,6 +39,11 @@ python -m movebench.kv ...`, see dragonrun.py for why the wrapper):
 - Verification: the gets keep the values they received (a reference, no copy)
   and compare them with what was put once the timer stopped; puts are read back
   once, untimed, after the last round. A mismatch makes the records not ok.
+- dragonhpc 0.12.3 (pinned): the DDict API of the study's 0.12.1 with its fixes. From 0.13 on, the DDict's
+  orchestrator runs its managers in a ProcessGroup whose exception-queue monitor thread polls a queue whose
+  poll(timeout) returns at once: it spins one CPU for the whole run (measured here on an idle DDict: 0.13.2,
+  0.14.2, 0.15.0 burn 25-80 % of a core, 0.11.1, 0.12.1, 0.12.3 under 1 %), which on 2 cores slows every
+  operation several-fold. 0.14.2 also fails to import without numpy.
 - Records: one per round with the aggregate; each client's per-round times go to
   the meta (`clients`), with the DDict's own `stats` per manager after the last
   round, and the start-up and teardown times (`dragon_launch`, added by dragonrun).

@@ -10,12 +10,12 @@ rule kv_point:
         meta=f"{RAW}/kv/{{point}}.meta.json",
     log:
         f"{LOGS}/kv/{{point}}.log",
-    params:
-        family="kv",
-        **point_params("kv"),
-    resources:
-        **point_resources("kv"),
     group:
         "kv"
+    resources:
+        **point_resources("kv"),
+    params:
+        **point_params("kv"),
+        family="kv",
     shell:
         LAUNCH

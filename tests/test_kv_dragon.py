@@ -18,6 +18,7 @@ import pytest
 
 from conftest import ROOT
 from movebench.core.records import read_jsonl
+from movebench.dragonrun import named_pids
 
 pytestmark = [pytest.mark.dragon, pytest.mark.skipif(not Path(sys.executable).with_name("dragon").exists(),
                                                      reason="dragonhpc is not installed beside this Python")]
@@ -38,7 +39,9 @@ def marked_processes(marker: str) -> list[str]:
 
 
 def dragon_segments() -> set[str]:
-    return {n for n in os.listdir("/dev/shm") if n.startswith("_dragon_")}
+    """Dragon segments in /dev/shm, less those of another Dragon run still alive (they name its live processes)."""
+    return {n for n in os.listdir("/dev/shm") if n.startswith("_dragon_")
+            and not any(Path(f"/proc/{pid}").exists() for pid in named_pids(n))}
 
 
 def launch_point(tmp_path, operation, extra_args=(), timeout=120):

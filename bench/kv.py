@@ -71,7 +71,8 @@ def main():
                     rows.append(row)
                     print(f"round {rnd} {operation:10s} {format_size(size):>7s}: {row['bw'] / 1e6:9.2f} MB/s "
                           f"{row['ops_per_s']:8.0f} ops/s  wall {row['wall_s']:5.1f} s  start-up "
-                          f"{row['startup_s']:4.1f} s  teardown {row['teardown_s']:4.1f} s", file=sys.stderr, flush=True)
+                          f"{row['startup_s']:4.1f} s  teardown {row['teardown_s']:4.1f} s",
+                          file=sys.stderr, flush=True)
                     if args.json:
                         Path(args.json).write_text(json.dumps(rows, indent=1))
 

@@ -42,6 +42,7 @@ bench: install system-deps  ## the benchmarks quoted in the closing notes (about
 	$(PY) bench/bcast.py
 	$(PY) bench/io.py --blob
 	$(PY) bench/campaign.py
+	$(PY) bench/kv.py
 
 lint: install  ## snakemake --lint, snakefmt --check, ruff
 	$(VENV)/bin/snakemake --lint --configfile $(CONFIG)

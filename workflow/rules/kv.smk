@@ -12,6 +12,8 @@ rule kv_point:
         f"{LOGS}/kv/{{point}}.log",
     group:
         "kv"
+    conda:
+        "../../envs/kv.yaml"
     resources:
         **point_resources("kv"),
     params:

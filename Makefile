@@ -37,9 +37,12 @@ test: install system-deps  ## the whole test suite: unit, MPI, pipeline, browser
 test-fast: install  ## unit tests only
 	$(VENV)/bin/pytest -m "not mpi and not pipeline and not browser and not slurm and not dragon and not azurite" $(PYTEST_ARGS)
 
-bench: install  ## the benchmarks quoted in the closing notes (several minutes)
+bench: install system-deps  ## the benchmarks quoted in the closing notes (about 30 minutes)
 	$(PY) bench/shuffle.py
+	$(PY) bench/bcast.py
+	$(PY) bench/io.py --blob
 	$(PY) bench/campaign.py
+	$(PY) bench/kv.py
 
 lint: install  ## snakemake --lint, snakefmt --check, ruff
 	$(VENV)/bin/snakemake --lint --configfile $(CONFIG)

@@ -62,7 +62,8 @@ rule all:
 
 
 for rule_file in sorted(Path(workflow.basedir, "workflow", "rules").glob("*.smk")):
-    if rule_file.name not in ("common.smk", "aggregate.smk", "report.smk"):
+    # A family's rules need its config section: only the families the campaign runs are included.
+    if rule_file.stem in GRID:
 
         include: rule_file
 

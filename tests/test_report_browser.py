@@ -29,7 +29,7 @@ def open_in_chromium(page: Path, screenshot: Path, profile: Path) -> list[str]:
 @pytest.fixture(scope="module")
 def chromium():
     if CHROMIUM is None:
-        pytest.fail("chromium is not installed: run `make test` (it installs Debian's chromium) or apt-get install chromium")
+        pytest.fail("chromium is not installed: `make test` installs Debian's chromium (or: apt-get install chromium)")
     return CHROMIUM
 
 

@@ -38,7 +38,7 @@ def test_calibrated_iterations_are_recorded(tmp_path):
                          "--iterations", 0, "--repetition-time", 0.05)
     iterations = {r["iterations"] for r in recs}
     assert len(iterations) == 1 and iterations.pop() >= 1
-    assert all(0.005 < r["elapsed_s"] < 1.0 for r in recs)
+    assert all(0.005 < r["elapsed_s"] < 5.0 for r in recs)  # loose: a loaded machine stretches it
 
 
 @pytest.mark.parametrize("ranks", [2, 4])

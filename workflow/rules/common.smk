@@ -42,7 +42,7 @@ def kernel_sources(family):
 
 def point_params(family):
     fam = families.load(family)
-    section = config[family]
+    section = config.get(family, {})  # absent when the campaign leaves the family out
     return {
         "kernel_args": lambda w: shlex.join(
             fam.kernel_args(_point(family, w), section, CAMPAIGN)
@@ -59,7 +59,7 @@ def point_params(family):
 def point_resources(family):
     """Ranks and nodes from the point; runtime from the timeout; one benchmark at a time locally."""
     fam = families.load(family)
-    section = config[family]
+    section = config.get(family, {})  # absent when the campaign leaves the family out
     return {
         "tasks": lambda w: fam.ranks(_point(family, w)),
         "nodes": lambda w: fam.nodes(_point(family, w)),

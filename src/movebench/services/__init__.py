@@ -1,0 +1,1 @@
+"""Services the benchmarks need while they run (started and stopped by make run and the tests)."""

@@ -1,0 +1,319 @@
+"""Run one program under the `dragon` launcher and leave nothing of it behind.
+
+    python -m movebench.dragonrun [--meta M.json] [--shm-bytes N] [--env K=V] [--timeout S] -- dragon -s PROG ...
+
+Why a wrapper, and not `dragon` straight from `movebench.launch`:
+
+- Dragon's local services call `setpgid(0, 0)` at start-up. In a process that
+  leads its own session (which is what `launch` makes of every kernel, so that it
+  can kill the kernel's process group) that call fails with EPERM, the
+  local-services thread dies, and the launcher waits for it forever. Here
+  `dragon` is started as a child in a process group of its own, never a session
+  leader.
+- Because Dragon moves itself into its own process group, the group that
+  `launch` kills on a timeout does not hold it. This wrapper forwards SIGINT and
+  SIGTERM to Dragon's group, gives it `--grace` seconds, then SIGKILLs the group
+  (a failing head script can leave Dragon deaf to SIGINT). The grace stays below
+  `launch`'s own 10 s between its INT and its KILL, so the clean-up below runs.
+- After Dragon ends, however it ended, the processes of this run still alive are
+  killed by PID (every PID seen in Dragon's process group while it ran, checked
+  against its start time so that a reused PID is left alone) and the /dev/shm
+  segments of this run are removed by name: those that appeared during the run
+  and name one of the run's PIDs (Dragon names its pools `_dragon_<user>_<pid>_...`
+  and `_dragon_dragon_dict_pool__<pid>_<puid>_<user><pid>_...`), or that name only
+  processes no longer alive (a short-lived process of the run). `dragon-cleanup` is
+  never used: it removes every Dragon and MPI segment of the user, other jobs' too.
+- /dev/shm is checked before launch: with too little room Dragon hangs when it
+  touches its pools instead of failing, so a shortfall is refused with a message.
+
+With `--meta`, the launch timings and what had to be cleaned up are merged into
+that JSON file (when the program wrote it) under the key `dragon_launch`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SHM = Path("/dev/shm")
+GRACE_S = 4.0
+POLL_S = 0.5
+SCRATCH_ENV = "MOVEBENCH_SCRATCH"
+LAUNCH_T0_ENV = "MOVEBENCH_DRAGON_T0"
+
+
+class ShmTooSmall(RuntimeError):
+    pass
+
+
+def shm_free_bytes(shm: Path = SHM) -> int:
+    st = os.statvfs(shm)
+    return st.f_bavail * st.f_frsize
+
+
+def check_shm(needed: int, shm: Path = SHM) -> None:
+    """Refuse to launch when /dev/shm has less room than the run's pools may touch."""
+    free = shm_free_bytes(shm)
+    if needed > free:
+        raise ShmTooSmall(f"{shm} has {free / 2**30:.2f} GiB free but this Dragon run may use {needed / 2**30:.2f} "
+                          f"GiB (DDict pools + Dragon's default and infrastructure segments): lower kv.total_mem, "
+                          f"DRAGON_DEFAULT_SEG_SZ or DRAGON_INF_SEG_SZ, or give {shm} more room")
+
+
+def _stat(pid: int):
+    """(pgid, start time in clock ticks) of a live process, else None."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()
+    return int(fields[2]), int(fields[19])
+
+
+def group_members(pgid: int) -> dict[int, int]:
+    """PID -> start time of every process in process group `pgid`."""
+    found = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            st = _stat(int(entry.name))
+            if st and st[0] == pgid:
+                found[int(entry.name)] = st[1]
+    return found
+
+
+def shm_names(shm: Path = SHM) -> set[str]:
+    uid = os.getuid()
+    names = set()
+    try:
+        with os.scandir(shm) as it:
+            for entry in it:
+                try:
+                    if entry.stat(follow_symlinks=False).st_uid == uid:
+                        names.add(entry.name)
+                except FileNotFoundError:
+                    continue
+    except FileNotFoundError:
+        pass
+    return names
+
+
+def _pid_max() -> int:
+    try:
+        return int(Path("/proc/sys/kernel/pid_max").read_text())
+    except (OSError, ValueError):
+        return 4194304
+
+
+def named_pids(name: str, user: str | None = None) -> set[int]:
+    """The process IDs a Dragon segment name holds: fields that are a PID, or the user's name then a PID."""
+    user = user if user is not None else os.environ.get("USER", str(os.getuid()))
+    found = set()
+    for field in re.split(r"_+", name):
+        for text in (field, field[len(user):] if field.startswith(user) else ""):
+            if len(text) >= 2 and text.isdigit() and 1 < int(text) <= _pid_max():
+                found.add(int(text))
+    return found
+
+
+def run_segments(names, pids, user: str | None = None, alive=None) -> list[str]:
+    """The names among `names` (new since the launch) that are Dragon segments of this run.
+
+    A segment is the run's when it names one of the run's PIDs, or when no process
+    it names is alive any more (a short-lived process of the run can come and go
+    between two looks at the process group, and a live run elsewhere names live
+    processes).
+    """
+    alive = alive or (lambda pid: Path(f"/proc/{pid}").exists())
+    ours = []
+    for name in sorted(names):
+        if not name.startswith("_dragon_"):
+            continue
+        named = named_pids(name, user)
+        if named & set(pids) or (named and not any(alive(p) for p in named)):
+            ours.append(name)
+    return ours
+
+
+class DragonRun:
+    """`dragon` in a process group of its own, watched, stopped and cleaned up."""
+
+    def __init__(self, argv, env=None, shm: Path = SHM):
+        self.argv, self.shm = argv, shm
+        self.shm_before = shm_names(shm)
+        self.seen: dict[int, int] = {}
+        self.start = time.time()
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=env, process_group=0)
+        self.seen[self.proc.pid] = (_stat(self.proc.pid) or (0, 0))[1]
+
+    def watch(self):
+        self.seen.update(group_members(self.proc.pid))
+
+    def wait(self, timeout=None) -> int | None:
+        """Dragon's exit status, or None when `timeout` passed first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            self.watch()
+            try:
+                return self.proc.wait(POLL_S)
+            except subprocess.TimeoutExpired:
+                if deadline is not None and time.monotonic() >= deadline:
+                    return None
+
+    def stop(self, grace=GRACE_S) -> None:
+        """SIGINT to Dragon's group, then SIGKILL if it has not ended within `grace` seconds."""
+        self.watch()
+        for sig, wait in ((signal.SIGINT, grace), (signal.SIGKILL, grace)):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                return
+            try:
+                self.proc.wait(wait)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+    def cleanup(self) -> dict:
+        """Kill what is left of the run by PID and remove its /dev/shm segments by name."""
+        self.watch()
+        killed = []
+        for pid, started in self.seen.items():
+            st = _stat(pid)
+            if st and st[1] == started and pid != os.getpid():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+                except ProcessLookupError:
+                    pass
+        if self.proc.returncode is None:
+            self.proc.wait()
+        for pid in killed:
+            _reap(pid)
+        removed = []
+        for name in run_segments(shm_names(self.shm) - self.shm_before, self.seen):
+            try:
+                (self.shm / name).unlink()
+                removed.append(name)
+            except FileNotFoundError:
+                pass
+        return {"killed_pids": killed, "removed_segments": removed}
+
+
+def _reap(pid, timeout=2.0):
+    """Wait until a killed process is gone (a zombie child of someone else counts as gone)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        st = Path(f"/proc/{pid}/stat")
+        try:
+            text = st.read_text()
+        except OSError:
+            return
+        if text[text.rindex(")") + 2] == "Z":
+            return
+        time.sleep(0.05)
+
+
+def child_env(scratch: str, extra=None) -> dict:
+    """Dragon's helpers are found on PATH: put this Python's bin folder first."""
+    env = os.environ.copy()
+    env.update(extra or {})
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    env[SCRATCH_ENV] = scratch
+    env[LAUNCH_T0_ENV] = repr(time.time())
+    return env
+
+
+def merge_meta(path, info: dict) -> None:
+    from movebench.core import records
+
+    path = Path(path)
+    if not path.exists():
+        return
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return
+    head_start, head_end = meta.get("head_start"), meta.get("head_end")
+    if head_start is not None:
+        info["runtime_startup_s"] = head_start - info["start"]
+    if head_end is not None:
+        info["runtime_teardown_s"] = info["end"] - head_end
+    meta["dragon_launch"] = info
+    records.write_json(path, meta)
+
+
+def run(argv, meta=None, shm_bytes=0, timeout=None, grace=GRACE_S, env=None) -> int:
+    if shm_bytes:
+        try:
+            check_shm(shm_bytes)
+        except ShmTooSmall as exc:
+            print(f"movebench.dragonrun: refusing to launch: {exc}", file=sys.stderr, flush=True)
+            return 2
+    scratch = tempfile.mkdtemp(prefix="movebench-dragon-")
+    reason = None
+    run = DragonRun(argv, env=child_env(scratch, env))
+
+    def on_signal(signum, frame):
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        try:
+            rc = run.wait(timeout)
+            if rc is None:
+                reason = f"timed out after {timeout:g} s"
+                run.stop(grace)
+        except KeyboardInterrupt as exc:
+            reason = f"interrupted by {exc.args[0] if exc.args else 'SIGINT'}"
+            run.stop(grace)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        end = time.time()
+        cleaned = run.cleanup()
+        shutil.rmtree(scratch, ignore_errors=True)
+    rc = run.proc.returncode
+    if cleaned["killed_pids"] or cleaned["removed_segments"]:
+        print(f"movebench.dragonrun: cleaned up after Dragon: killed {len(cleaned['killed_pids'])} processes, "
+              f"removed {len(cleaned['removed_segments'])} /dev/shm segments", file=sys.stderr, flush=True)
+    if meta:
+        merge_meta(meta, {"start": run.start, "end": end, "wall_s": end - run.start, "returncode": rc,
+                          "pids_seen": len(run.seen), **cleaned})
+    if reason:
+        print(f"movebench.dragonrun: Dragon {reason}; stopped and cleaned up", file=sys.stderr, flush=True)
+        return 124 if reason.startswith("timed out") else 130
+    return rc
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m movebench.dragonrun", description=__doc__.split("\n\n")[0])
+    p.add_argument("--meta", help="a JSON file the program writes; launch timings are merged into it")
+    p.add_argument("--shm-bytes", type=int, default=0, help="refuse to launch with less free room in /dev/shm")
+    p.add_argument("--timeout", type=float, default=None, help="seconds before Dragon is stopped")
+    p.add_argument("--grace", type=float, default=GRACE_S, help="seconds between SIGINT and SIGKILL")
+    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                   help="set in Dragon's environment (e.g. DRAGON_DEFAULT_SEG_SZ=268435456)")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- dragon [options] PROG ARGS...")
+    return p
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser().error("no command given after --")
+    env = dict(item.split("=", 1) for item in args.env)
+    return run(command, meta=args.meta, shm_bytes=args.shm_bytes, timeout=args.timeout, grace=args.grace, env=env)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

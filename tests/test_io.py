@@ -1,0 +1,395 @@
+"""The io family without MPI: config checks, grid, payload, credentials, the stand-in's auth, the report section."""
+
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fileshare_standin import StandIn, signature, string_to_sign
+from io_support import kernel_env
+from movebench import config as campaign_config
+from movebench import io as io_family
+from movebench.core import records
+from movebench.services import azurite as azurite_service
+from movebench.storage import ReadOnlyView, azure, open_backend, pieces
+
+CONN_ENV = "MOVEBENCH_TEST_IO_CONNECTION"
+FAKE_BLOB = azurite_service.connection_string(10000)
+
+
+def validate(io_section: dict):
+    return campaign_config.validate({"campaign": {}, "io": io_section})
+
+
+def problems(io_section: dict) -> str:
+    with pytest.raises(campaign_config.ConfigError) as caught:
+        validate(io_section)
+    return caught.value.message()
+
+
+def test_defaults_fill_every_key(tmp_path):
+    config = validate({"posix": {"path": str(tmp_path)}})
+    io = config["io"]
+    assert io["patterns"] == ["sfsw", "sfmw", "mfmw"] and io["backends"] == ["posix", "mpiio"]
+    assert io["block_size"] == "100MiB" and io["range_size"] == "4MiB"
+    assert io["fsync"] and io["verify"] and io["cleanup"]
+    assert io["blob"]["connection_string_env"] == "AZURE_STORAGE_CONNECTION_STRING"
+    assert io["retry"] == {"total": 3, "initial_backoff_s": 1, "increment_base_s": 2, "jitter_s": 0.5}
+
+
+@pytest.mark.parametrize(
+    "section, expected",
+    [
+        ({"block_size": "4001MiB"}, "io.block_size = '4001MiB': must be at most 4000MiB (Azure's Put Block limit)"),
+        ({"range_size": "5MiB"}, "io.range_size = '5MiB': must be at most 4MiB (Azure Files' Put Range limit)"),
+        ({"range_size": "4 furlongs"}, "io.range_size = '4 furlongs': '4 furlongs' is not a size"),
+        ({"size_per_proc": ["1MiB", "lots"]}, "io.size_per_proc = [1MiB, lots]: 'lots' is not a size"),
+        ({"size_per_proc": {"from": "1MiB", "to": "1KiB"}}, "range from '1MiB' to '1KiB' is empty"),
+        ({"patterns": ["sfsw", "mfsw"]}, "io.patterns[1] = 'mfsw': must be one of sfsw, sfmw, mfmw"),
+        ({"backends": ["s3"]}, "io.backends[0] = 's3': must be one of posix, mpiio, blob, fileshare"),
+        ({"ranks": [2], "nodes": [4]}, "io.nodes = 4: more nodes than the 2 ranks of ranks[0]"),
+        ({"buffer": 1}, "io.buffer = 1: unknown key 'buffer'"),
+    ],
+)
+def test_bad_input_is_named_with_what_would_be_valid(section, expected, tmp_path):
+    assert expected in problems({"posix": {"path": str(tmp_path)}, **section})
+
+
+def test_a_blob_beyond_its_block_limit_is_refused(monkeypatch):
+    monkeypatch.setenv(CONN_ENV, FAKE_BLOB)
+    message = problems(
+        {
+            "backends": ["blob"],
+            "patterns": ["sfmw"],
+            "size_per_proc": ["200MiB"],
+            "ranks": [30000],
+            "blob": {"connection_string_env": CONN_ENV},
+        }
+    )
+    assert "io.size_per_proc = [200MiB]: pattern sfmw makes a" in message
+    assert "60000 blocks" in message and "at most 50000 blocks" in message
+
+
+def test_a_file_beyond_azure_files_limit_is_refused(monkeypatch, tmp_path):
+    path = tmp_path / "conn"
+    path.write_text("AccountName=a;AccountKey=eA==;FileEndpoint=http://127.0.0.1:1/a")
+    message = problems(
+        {
+            "backends": ["fileshare"],
+            "patterns": ["sfsw", "mfmw"],
+            "size_per_proc": ["2TiB"],
+            "ranks": [4],
+            "fileshare": {"credentials_file": str(path)},
+        }
+    )
+    assert "pattern sfsw makes a 8TiB file; an Azure file holds at most 4TiB" in message
+    assert "pattern mfmw" not in message  # 2 TiB per rank fits one file each
+
+
+def test_missing_credentials_of_an_enabled_cloud_backend(monkeypatch):
+    monkeypatch.delenv(CONN_ENV, raising=False)
+    message = problems({"backends": ["blob"], "blob": {"connection_string_env": CONN_ENV}})
+    assert f"io.blob.connection_string_env = '{CONN_ENV}': backend blob is enabled but has no credentials" in message
+    assert f"environment variable {CONN_ENV} is not set" in message
+
+
+def test_missing_credentials_file(tmp_path):
+    missing = tmp_path / "nope.txt"
+    message = problems({"backends": ["fileshare"], "fileshare": {"credentials_file": str(missing)}})
+    assert f"io.fileshare.credentials_file = '{missing}'" in message and "No such file" in message
+
+
+def test_azurite_connection_string_cannot_serve_fileshare_and_its_key_is_not_shown(monkeypatch):
+    monkeypatch.setenv(CONN_ENV, FAKE_BLOB)
+    message = problems({"backends": ["fileshare"], "fileshare": {"connection_string_env": CONN_ENV}})
+    assert "no FileEndpoint (Azurite has no Azure Files service)" in message
+    assert azurite_service.DEV_KEY not in message
+
+
+def test_credentials_are_named_never_passed(monkeypatch, tmp_path):
+    monkeypatch.setenv(CONN_ENV, FAKE_BLOB)
+    config = validate({"backends": ["blob"], "blob": {"connection_string_env": CONN_ENV}})
+    point = io_family.FAMILY.points(config["io"], config["campaign"])[0]
+    args = io_family.FAMILY.kernel_args(point, config["io"], config["campaign"])
+    assert args[args.index("--connection-string-env") + 1] == CONN_ENV
+    assert not any(azurite_service.DEV_KEY in a or "AccountKey" in a for a in args)
+
+
+@pytest.mark.parametrize("path", ["/proc/movebench-io", "FILE/sub"])
+def test_an_unwritable_posix_path_is_refused(path, tmp_path):
+    afile = tmp_path / "a-file"
+    afile.write_text("x")
+    path = path.replace("FILE", str(afile))
+    message = problems({"posix": {"path": path}})
+    assert f"io.posix.path = '{path}': must be a writable folder (or creatable)" in message
+
+
+def test_grid_and_kernel_arguments(tmp_path):
+    config = validate(
+        {
+            "posix": {"path": str(tmp_path)},
+            "size_per_proc": {"from": "1MiB", "to": "4MiB"},
+            "iterations": 7,
+            "fsync": False,
+            "mpiio": {"hints": {"romio_cb_write": "enable"}},
+        }
+    )
+    points = io_family.FAMILY.points(config["io"], config["campaign"])
+    assert len(points) == 3 * 2 * 3
+    assert points[0] == {"pattern": "sfsw", "backend": "posix", "nodes": 1, "ranks": 2, "size_per_proc": 2**20}
+    mpiio = next(p for p in points if p["backend"] == "mpiio")
+    args = io_family.FAMILY.kernel_args(mpiio, config["io"], config["campaign"])
+    assert args[args.index("--iterations") + 1] == "7" and "--no-fsync" in args
+    assert args[args.index("--hint") + 1] == "romio_cb_write=enable"
+    assert args[args.index("--path") + 1] == str(tmp_path)
+
+
+def test_skipped_backends_leave_the_grid(monkeypatch, tmp_path):
+    monkeypatch.setenv(io_family.SKIP_ENV, "blob")
+    monkeypatch.delenv("AZURE_STORAGE_CONNECTION_STRING", raising=False)
+    config = validate({"posix": {"path": str(tmp_path)}, "backends": ["posix", "blob"]})  # no credential error
+    assert {p["backend"] for p in io_family.FAMILY.points(config["io"], config["campaign"])} == {"posix"}
+
+
+def test_name_prefixes_are_valid_container_names_and_differ_by_point_and_campaign():
+    point = {"pattern": "sfmw", "backend": "fileshare", "nodes": 1, "ranks": 4, "size_per_proc": 2**20}
+    prefix = io_family.name_prefix(point, "movebench")
+    space = f"{prefix}-deadbeef"
+    assert 3 <= len(space) <= 63 and space == space.lower() and "--" not in space
+    assert all(c.isalnum() or c == "-" for c in space)
+    assert prefix != io_family.name_prefix({**point, "ranks": 2}, "movebench")
+    assert prefix != io_family.name_prefix(point, "other")
+
+
+def test_payload_words_encode_their_position_in_the_object():
+    whole = io_family.make_payload(3 * 1001, 0)
+    parts = [io_family.make_payload(1001, r * 1001) for r in range(3)]
+    assert np.array_equal(np.concatenate(parts), whole)  # each rank's part is its slice of one object
+    assert not np.array_equal(parts[0], parts[1])  # a part written at the wrong offset would not verify
+
+
+def test_pieces_and_read_only_view():
+    assert pieces(10, 4) == [(0, 4), (4, 8), (8, 10)]
+    assert pieces(0, 4) == []
+    view = ReadOnlyView(np.arange(10, dtype=np.uint8))
+    assert view.read(4) == bytes(range(4)) and view.tell() == 4
+    view.seek(-2, 2)
+    assert view.read() == bytes([8, 9]) and len(view) == 10
+
+
+def test_connection_string_problems_never_quote_the_secret():
+    assert azure.connection_problem("nonsense", "blob") == (
+        "is not a connection string (expected Key=Value pairs separated by ';')"
+    )
+    assert azure.connection_problem("AccountName=a", "blob") == "has neither AccountKey nor SharedAccessSignature"
+    assert azure.connection_problem(FAKE_BLOB, "blob") is None
+    real = "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=c2VjcmV0;EndpointSuffix=core.windows.net"
+    assert azure.connection_problem(real, "file") is None
+    assert azure.endpoint_of(real, "file") == "https://acct.file.core.windows.net"
+
+
+def test_the_standin_rejects_requests_without_the_account_signature(standin_server):
+    url = f"http://127.0.0.1:{standin_server.port}/{standin_server.server.account}?comp=list"
+    with pytest.raises(urllib.error.HTTPError) as unsigned:
+        urllib.request.urlopen(urllib.request.Request(url, headers={"x-ms-date": "now"}))
+    assert unsigned.value.code == 403 and unsigned.value.headers["x-ms-error-code"] == "AuthenticationFailed"
+    forged = "SharedKey standinaccount:" + base64.b64encode(b"x" * 32).decode()
+    with pytest.raises(urllib.error.HTTPError) as wrong:
+        urllib.request.urlopen(urllib.request.Request(url, headers={"x-ms-date": "now", "Authorization": forged}))
+    assert wrong.value.code == 403
+    # Signed as the spec says, with the account key: accepted.
+    path = f"/{standin_server.server.account}?comp=list"
+    headers = {"x-ms-date": "Mon, 01 Jan 2024 00:00:00 GMT", "x-ms-version": "2025-01-05"}
+    sig = signature(standin_server.server.key, string_to_sign("GET", path, headers, standin_server.server.account))
+    headers["Authorization"] = f"SharedKey {standin_server.server.account}:{sig}"
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers)) as ok:
+        assert ok.status == 200 and b"<EnumerationResults" in ok.read()
+
+
+def test_the_sdk_with_a_wrong_key_fails_with_a_clear_error(standin_server, monkeypatch):
+    wrong = base64.b64encode(b"not-the-account-key-at-all-0000!").decode()
+    monkeypatch.setenv(CONN_ENV, standin_server.connection_string(key=wrong))
+    settings = {
+        "connection_string_env": CONN_ENV,
+        "credentials_file": None,
+        "range_size": 4 << 20,
+        "max_concurrency": 1,
+        "retry": {"total": 0, "initial_backoff_s": 0, "increment_base_s": 0, "jitter_s": 0},
+        "request_timeout_s": 5,
+    }
+    backend = open_backend("fileshare", settings)
+    with pytest.raises(Exception) as caught:
+        backend.remove_leftovers("mbio-")
+    line = azure.describe_error(caught.value)
+    assert "HTTP 403" in line and "AuthenticationFailed" in line and wrong not in line
+
+
+@pytest.fixture()
+def standin_server():
+    with StandIn() as server:
+        yield server
+
+
+def test_report_section_tables_match_the_medians(tmp_path):
+    report = pytest.importorskip("movebench.report")
+    if not hasattr(report, "figure_uri"):
+        pytest.skip("the report engine is not on this branch yet")
+    from movebench import aggregate
+
+    paths = []
+    for pattern in ("sfsw", "mfmw"):
+        for backend in ("posix", "blob"):
+            for size in (2**20, 2**22):
+                point = {"pattern": pattern, "backend": backend, "nodes": 1, "ranks": 2, "size_per_proc": size}
+                recs = [
+                    records.record(
+                        "io",
+                        pattern,
+                        point,
+                        i,
+                        False,
+                        elapsed_s=0.01 * (i + 1),
+                        nbytes=2 * size,
+                        retries=0,
+                        retries_write=0,
+                    )
+                    for i in range(5)
+                ]
+                path = tmp_path / "raw" / "io" / f"{io_family.point_path(point)}.jsonl"
+                records.write_jsonl(path, recs)
+                paths.append(path)
+    table = aggregate.load("io", paths)
+    ctx = io_family.FAMILY.report_context(table, aggregate.summarize("io", table), {})
+    assert [pattern for pattern, _ in ctx["tables"]] == ["sfsw", "mfmw"]
+    sfsw = ctx["tables"][0][1]
+    # Median latency 0.03 s; bandwidth median of 2 MiB / {0.01..0.05} s = 2 MiB / 0.03 s = 66.67 MiB/s.
+    assert "<td>0.03</td>" in sfsw and "<td>66.67</td>" in sfsw and "<td>2MiB</td>" in sfsw
+    assert ctx["figure"].startswith("data:image/png;base64,")
+    assert ctx["emulated_blob"] and ctx["backends"] == ["POSIX", "Blob"]
+
+
+# --- the Azurite manager ---
+
+
+@pytest.mark.azurite
+def test_azurite_cli_up_env_status_down(tmp_path):
+    if azurite_service.node_missing():
+        pytest.skip(azurite_service.node_missing())
+    env = kernel_env(MOVEBENCH_AZURITE_STATE=str(tmp_path / "state.json"))
+    cli = [sys.executable, "-m", "movebench.services.azurite"]
+    assert subprocess.run([*cli, "up"], env=env, capture_output=True, text=True, timeout=120).returncode == 0
+    try:
+        exported = subprocess.run([*cli, "env"], env=env, capture_output=True, text=True, timeout=30).stdout
+        assert (
+            exported.startswith(f"export {azurite_service.ENV_VAR}='") and "BlobEndpoint=http://127.0.0.1:" in exported
+        )
+        port = int(exported.split("127.0.0.1:")[1].split("/")[0])
+        assert azurite_service.answers(port)
+        assert subprocess.run([*cli, "status"], env=env, capture_output=True, timeout=30).returncode == 0
+    finally:
+        assert subprocess.run([*cli, "down"], env=env, capture_output=True, timeout=60).returncode == 0
+    assert not azurite_service.answers(port)
+    assert not (tmp_path / "state.json").exists()
+
+
+@pytest.mark.azurite
+def test_azurite_run_exports_the_connection_string_and_stops_after(tmp_path):
+    if azurite_service.node_missing():
+        pytest.skip(azurite_service.node_missing())
+    probe = "import os; print(os.environ['MOVEBENCH_AZURITE_CONNECTION_STRING'].split('127.0.0.1:')[1].split('/')[0])"
+    done = subprocess.run(
+        [sys.executable, "-m", "movebench.services.azurite", "run", "--", sys.executable, "-c", probe],
+        env=kernel_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    port = int(done.stdout.strip())
+    assert "Azurite up on 127.0.0.1" in done.stderr and "Azurite stopped" in done.stderr
+    assert not azurite_service.answers(port)
+
+
+def test_azurite_run_without_node_says_so_and_skips_blob(tmp_path):
+    # A PATH holding only python: no node, no npm.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    os.symlink(sys.executable, bin_dir / "python3")
+    env = kernel_env(PATH=str(bin_dir))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "movebench.services.azurite",
+            "run",
+            "--",
+            "python3",
+            "-c",
+            "import os; print(os.environ.get('MOVEBENCH_SKIP_BACKENDS'))",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "node is not on PATH" in done.stderr and "blob backend is skipped" in done.stderr
+    assert done.stdout.strip() == "blob"
+
+
+def test_azurite_is_installed_locally_and_ignored_by_git():
+    root = Path(__file__).resolve().parents[1]
+    assert ".node/" in (root / ".gitignore").read_text().split()
+
+
+# --- `make run`'s hook: Azurite for the run, or blob skipped loudly without Node.js ---
+
+
+def _emulated_section(tmp_path):
+    return validate({"posix": {"path": str(tmp_path)}, "backends": ["posix", "blob"], "blob": {"emulator": "azurite"}})[
+        "io"
+    ]
+
+
+@pytest.mark.azurite
+def test_services_hook_starts_azurite_for_the_run_and_stops_it(tmp_path, monkeypatch, capsys):
+    if azurite_service.node_missing():
+        pytest.skip(azurite_service.node_missing())
+    monkeypatch.delenv(io_family.AZURITE_ENV, raising=False)
+    section = _emulated_section(tmp_path)
+    with io_family.FAMILY.services(section, {}):
+        connection = os.environ[io_family.AZURITE_ENV]
+        port = int(connection.split("127.0.0.1:")[1].split("/")[0])
+        assert azurite_service.answers(port)
+        point = {"pattern": "sfmw", "backend": "blob", "nodes": 1, "ranks": 2, "size_per_proc": 1}
+        args = io_family.FAMILY.kernel_args(point, section, {})
+        assert args[args.index("--connection-string-env") + 1] == io_family.AZURITE_ENV
+    assert io_family.AZURITE_ENV not in os.environ
+    assert not azurite_service.answers(port)
+    assert "Azurite up on 127.0.0.1" in capsys.readouterr().err
+
+
+def test_services_hook_without_node_skips_blob_and_says_so(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv(io_family.AZURITE_ENV, raising=False)
+    monkeypatch.delenv(io_family.SKIP_ENV, raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no node, no npm
+    section = _emulated_section(tmp_path)
+    assert [p["backend"] for p in io_family.FAMILY.points(section, {})].count("blob") == 0
+    with io_family.FAMILY.services(section, {}):
+        assert os.environ[io_family.SKIP_ENV] == "blob"  # inherited by Snakemake and its report
+    assert io_family.SKIP_ENV not in os.environ
+    assert "node is not on PATH" in capsys.readouterr().err
+
+
+def test_an_emulated_blob_never_takes_a_real_account(monkeypatch, tmp_path):
+    monkeypatch.setenv(io_family.AZURITE_ENV, "AccountName=acct;AccountKey=c2VjcmV0;EndpointSuffix=core.windows.net")
+    message = problems({"posix": {"path": str(tmp_path)}, "backends": ["blob"], "blob": {"emulator": "azurite"}})
+    assert "io.blob.emulator = 'azurite': MOVEBENCH_AZURITE_CONNECTION_STRING names a blob endpoint" in message

@@ -237,3 +237,45 @@ def test_grouped_points_share_one_allocation_one_after_another(slurm_cluster, tm
     assert (planned["jobs"], planned["nodes"]) == (1, 2)
     assert planned["node_hours"] == pytest.approx(2 * 8 / 60, abs=0.01)
     print(f"\n4 points in one allocation: {took:.1f} s")
+
+
+KV_ONE_NODE = {
+    "campaign": {"name": "kv-slurm", "results_dir": "results", "repetitions": 2, "warmups": 1, "timeout": 120},
+    "kv": {
+        "operations": ["put"],
+        "nodes": [1],
+        "clients_per_node": [1],
+        "managers_per_node": [1],
+        "streams_per_manager": 5,
+        "value_sizes": ["4KiB"],
+        "total_mem": "64MiB",
+        "keys_per_client": 50,
+        "iterations": 1,
+    },
+}
+
+
+@pytest.mark.dragon
+def test_a_one_node_dragon_point_runs_in_its_allocation_without_an_srun_around_it(slurm_cluster, tmp_path):
+    # Multi-node Dragon cannot run on this one-host cluster (docs/slurm.md says why); one node can.
+    pytest.importorskip("dragon")
+    write_config(tmp_path, KV_ONE_NODE)
+    proc, took = run_snakemake(tmp_path, slurm_client_env(slurm_cluster))
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    jobs = jobs_of(slurm_cluster, run_id(proc.stderr + proc.stdout))
+    # One client per node is one task, but the executor refuses an `mpi` job with one task: 2.
+    assert [(j["state"], j["nodes"]) for j in jobs] == [("COMPLETED", "1")], jobs
+    assert slurm_cluster.run("scontrol", "show", "job", jobs[0]["id"]).stdout.count("NumTasks=2") == 1
+    raw = tmp_path / "results" / "raw" / "kv"
+    (meta_path,) = raw.rglob("*.meta.json")
+    meta = json.loads(meta_path.read_text())
+    env = meta["environment"]
+    assert meta["slurm_job_id"] == jobs[0]["id"] and meta["dragon_launch"]["returncode"] == 0
+    # Run by the batch script itself: no job step around Dragon (an srun would have set SLURM_STEP_ID) ...
+    assert "SLURM_STEP_ID" not in env
+    # ... and with the allocation's node count and list back, which Dragon's Slurm launcher reads.
+    assert (env["SLURM_JOB_NUM_NODES"], env["SLURM_JOB_NODELIST"]) == ("1", jobs[0]["nodelist"])
+    (records,) = raw.rglob("*.jsonl")
+    recs = read_jsonl(records)
+    assert len(recs) == 3 and all(r["ok"] for r in recs)
+    print(f"\none kv point (Dragon, 1 node) through --profile slurm: {took:.1f} s")

@@ -38,6 +38,20 @@ def runtime_minutes(campaign: dict) -> int:
     return max(1, math.ceil(campaign["timeout"] / 60) + 1)
 
 
+def slurm_tasks(fam, point: dict) -> int:
+    """The `tasks` resource of a point's job (sbatch --ntasks).
+
+    MPI families: one task per rank. Other launchers (Dragon) start their own processes, one srun
+    task per node for Dragon's back end, so the job needs its nodes and not a task per client; but
+    the executor refuses a job that has the `mpi` resource (which keeps it from wrapping the point in
+    `srun -n 1`) with a single task, hence at least 2. With `--exclusive` (profiles/slurm) the job
+    has the whole nodes whatever the count.
+    """
+    if fam.launcher == "mpi":
+        return fam.ranks(point)
+    return max(2, fam.nodes(point))
+
+
 # --------------------------------------------------------------------------- plan
 
 

@@ -61,7 +61,7 @@ def point_resources(family):
     fam = families.load(family)
     section = config.get(family, {})  # absent when the campaign leaves the family out
     return {
-        "tasks": lambda w: fam.ranks(_point(family, w)),
+        "tasks": lambda w: cluster.slurm_tasks(fam, _point(family, w)),
         "nodes": lambda w: fam.nodes(_point(family, w)),
         "mem_mb": lambda w: fam.memory_mb(_point(family, w), section),
         "runtime": cluster.runtime_minutes(CAMPAIGN),

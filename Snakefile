@@ -43,7 +43,10 @@ resource_scopes:
 
 onstart:
     # Under the slurm executor: stop before the first sbatch if the cluster cannot run or track the jobs.
-    if workflow.executor_plugin is not None and workflow.executor_plugin.name == "slurm":
+    if (
+        workflow.executor_plugin is not None
+        and workflow.executor_plugin.name == "slurm"
+    ):
         from movebench import cluster
 
         points = [

@@ -5,6 +5,7 @@ PY := $(VENV)/bin/python
 PROFILE ?= local
 CONFIG ?= config/config.yaml
 PYTEST_ARGS ?=
+PLAN_ARGS ?=
 
 .PHONY: help install system-deps run dry-run plan test test-fast bench lint format slurm-up slurm-down clean
 
@@ -25,8 +26,8 @@ run: install  ## run the default campaign on this machine; the report lands in r
 dry-run: install  ## show what a run would do, point by point, without running it
 	$(VENV)/bin/snakemake --profile $(PROFILE) --configfile $(CONFIG) --dry-run --quiet rules
 
-plan: install  ## jobs, nodes and node-hours the campaign asks for
-	$(PY) -m movebench --configfile $(CONFIG) plan
+plan: install  ## Slurm jobs, nodes and node-hours the campaign asks for (PLAN_ARGS="--group-components shuffle=8")
+	$(PY) -m movebench --configfile $(CONFIG) plan $(PLAN_ARGS)
 
 system-deps:  ## Debian packages for tests and benchmarks (chromium, fio), installed when missing
 	scripts/system-deps.sh

@@ -92,6 +92,13 @@ def test_both_nodes_are_idle(slurm_cluster):
     assert slurm_cluster.node_states() == {"n1": "idle", "n2": "idle"}
 
 
+def test_job_ids_do_not_start_at_1_again(slurm_cluster):
+    # MPICH names its /dev/shm segment after "<job>.<step>": a segment left by a killed job of an
+    # earlier cluster broke the next cluster's job of the same id.
+    config = slurm_cluster.run("scontrol", "show", "config").stdout
+    assert int(re.search(r"^FirstJobId\s*=\s*(\d+)", config, re.MULTILINE).group(1)) > 1000
+
+
 def test_two_node_batch_job_runs_on_n1_and_n2(slurm_cluster, job_env, tmp_path):
     text, took = sbatch_wait(
         slurm_cluster, tmp_path, job_env, "-N", "2", "--ntasks-per-node=1", "--wrap", "srun printenv SLURMD_NODENAME"

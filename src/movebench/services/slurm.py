@@ -181,6 +181,12 @@ def _tail(path: Path, n: int = 20) -> str:
     return "\n".join(lines[-n:])
 
 
+def first_job_id(now: float) -> int:
+    """Ten ids per second of wall time, below Slurm's MaxJobId (67043328): a later cluster starts above the
+    ids an earlier one used, unless it submitted more than ten jobs per second since."""
+    return int(now * 10) % 60_000_000 + 1
+
+
 def _mem_per_node_mb(nodes: int) -> int:
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -330,6 +336,10 @@ SlurmdParameters=config_overrides
 # the per-node copies differ in TmpFS only: do not warn about it
 DebugFlags=NO_CONF_HASH
 MinJobAge={MIN_JOB_AGE_S}
+# Job ids that do not start at 1 again with every fresh cluster: MPICH names its shared-memory
+# segment after the PMI job id ("<job>.<step>"), and a segment left in /dev/shm by a killed job
+# of an earlier cluster made the next job with the same id fail in MPI_Init.
+FirstJobId={first_job_id(time.time())}
 KillWait=5
 InactiveLimit=0
 SlurmctldTimeout=30

@@ -44,6 +44,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from movebench.launch import stop_group
+
 SHM = Path("/dev/shm")
 GRACE_S = 4.0
 POLL_S = 0.5
@@ -171,16 +173,7 @@ class DragonRun:
     def stop(self, grace=GRACE_S) -> None:
         """SIGINT to Dragon's group, then SIGKILL if it has not ended within `grace` seconds."""
         self.watch()
-        for sig, wait in ((signal.SIGINT, grace), (signal.SIGKILL, grace)):
-            try:
-                os.killpg(self.proc.pid, sig)
-            except ProcessLookupError:
-                return
-            try:
-                self.proc.wait(wait)
-                return
-            except subprocess.TimeoutExpired:
-                continue
+        stop_group(self.proc, grace)
 
     def cleanup(self) -> dict:
         """Kill what is left of the run by PID and remove its /dev/shm segments by name."""

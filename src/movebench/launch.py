@@ -69,16 +69,21 @@ class _Run:
 
     def stop(self):
         """INT, then KILL after a grace period, to the whole group: mpiexec and every rank."""
-        for sig, wait in ((signal.SIGINT, GRACE_S), (signal.SIGKILL, GRACE_S)):
-            try:
-                os.killpg(self.proc.pid, sig)
-            except ProcessLookupError:
-                return
-            try:
-                self.proc.wait(wait)
-                return
-            except subprocess.TimeoutExpired:
-                continue
+        stop_group(self.proc, GRACE_S)
+
+
+def stop_group(proc: subprocess.Popen, grace: float) -> None:
+    """SIGINT to `proc`'s process group, then SIGKILL if it has not ended within `grace` seconds."""
+    for sig in (signal.SIGINT, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def run_point(args) -> int:

@@ -55,10 +55,10 @@ format: install  ## apply snakefmt and ruff's fixes
 	$(VENV)/bin/ruff check --fix src tests scripts bench
 
 slurm-up: install  ## start the local two-node Slurm test cluster (installs slurm-wlm and munge when missing)
-	$(PY) -m movebench.services.slurm up
+	$(PY) -m movebench.testcluster up
 
 slurm-down:  ## stop the local Slurm test cluster
-	$(PY) -m movebench.services.slurm down
+	$(PY) -m movebench.testcluster down
 
 clean:  ## remove results and Snakemake's state (keeps .venv)
 	rm -rf results .snakemake

@@ -49,7 +49,7 @@ def campaign(tmp_path):
 
 def _running_slurm_cluster():
     """A test cluster started earlier (e.g. `make slurm-up`) that owns /etc/slurm/slurm.conf."""
-    from movebench.services.slurm import MARKER, SYSTEM_CONF, LocalSlurmCluster
+    from movebench.testcluster.slurm import MARKER, SYSTEM_CONF, LocalSlurmCluster
 
     try:
         first = SYSTEM_CONF.read_text().splitlines()[0]
@@ -64,7 +64,7 @@ def _running_slurm_cluster():
 @pytest.fixture(scope="session")
 def slurm_cluster():
     """The local two-node Slurm cluster (n1, n2) for the whole session: reused when already up, else started here."""
-    from movebench.services.slurm import LocalSlurmCluster, missing_binaries
+    from movebench.testcluster.slurm import LocalSlurmCluster, missing_binaries
 
     if os.geteuid() != 0 and missing_binaries():
         pytest.skip("Slurm is not installed and installing it (apt-get) needs root")

@@ -1,8 +1,8 @@
-"""The local two-node Slurm cluster (movebench.services.slurm), with real daemons.
+"""The local two-node Slurm cluster (movebench.testcluster), with real daemons.
 
 The session fixture `slurm_cluster` (tests/conftest.py) starts munged, slurmctld and two slurmd (nodes n1 and n2 on
 127.0.0.1) in a fresh state directory, or reuses one already started with
-`python -m movebench.services.slurm up` (and then leaves it running).  It
+`python -m movebench.testcluster up` (and then leaves it running).  It
 installs Debian's slurm-wlm and munge with apt-get when they are missing,
 which needs root.
 
@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from movebench.services.slurm import LocalSlurmCluster
+from movebench.testcluster.slurm import LocalSlurmCluster
 
 pytestmark = [pytest.mark.slurm, pytest.mark.skipif(sys.platform != "linux", reason="Linux only")]
 

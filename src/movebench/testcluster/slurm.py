@@ -5,9 +5,9 @@ munged, one slurmctld and two slurmd that simulate two nodes ``n1`` and ``n2``
 on ``127.0.0.1``.  It is meant for tests and for trying the project's
 ``slurm`` profile without a real cluster::
 
-    python -m movebench.services.slurm up      # or: make slurm-up
+    python -m movebench.testcluster up      # or: make slurm-up
     sbatch -N 2 --wrap 'srun hostname'
-    python -m movebench.services.slurm down    # or: make slurm-down
+    python -m movebench.testcluster down    # or: make slurm-down
 
 Layout of the state directory (default ``/tmp/movebench-slurm``, or
 ``$MOVEBENCH_SLURM_DIR``, or ``--dir``; outside the repository, since the
@@ -107,7 +107,7 @@ def ensure_installed(*, log=print) -> bool:
     policy = Path("/usr/sbin/policy-rc.d")
     made_policy = False
     if not policy.exists():
-        policy.write_text("#!/bin/sh\n# temporary, written by movebench.services.slurm\nexit 101\n")
+        policy.write_text("#!/bin/sh\n# temporary, written by movebench.testcluster\nexit 101\n")
         policy.chmod(0o755)
         made_policy = True
     install = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *APT_PACKAGES]
@@ -300,7 +300,7 @@ class LocalSlurmCluster:
             for n in self.nodes
         )
         return f"""{MARKER}{r}
-# Written by movebench.services.slurm; removed (or the original restored) at stop.
+# Written by movebench.testcluster; removed (or the original restored) at stop.
 ClusterName={CLUSTER_NAME}
 SlurmctldHost=localhost(127.0.0.1)
 SlurmctldPort={ctld_port}
@@ -370,7 +370,7 @@ PartitionName={PARTITION} Nodes={",".join(self.nodes)} Default=YES MaxTime=INFIN
                 if other != self.root and LocalSlurmCluster(other, install=False).running_daemons()["slurmctld"]:
                     raise SlurmClusterError(
                         f"another movebench Slurm cluster (state dir {other}) owns {self.conf_path}; "
-                        f"stop it first: python -m movebench.services.slurm down --dir {other}"
+                        f"stop it first: python -m movebench.testcluster down --dir {other}"
                     )
                 # stale file of ours: overwrite, the real backup (if any) is already saved
             elif not self.backup_path.exists():
@@ -587,7 +587,7 @@ def _terminate(pid: int, timeout: float) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m movebench.services.slurm", description="A two-node Slurm test cluster on this host."
+        prog="python -m movebench.testcluster", description="A two-node Slurm test cluster on this host."
     )
     p.add_argument("action", choices=["up", "down", "status", "install"])
     p.add_argument("--dir", default=None, help="state directory (default $MOVEBENCH_SLURM_DIR or /tmp/movebench-slurm)")
@@ -604,7 +604,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"Slurm cluster up: nodes {', '.join(c.nodes)}, partition {PARTITION}, "
                 f"conf {c.conf_path}, state {c.root}"
             )
-            print(f"stop it with: python -m movebench.services.slurm down --dir {c.root}")
+            print(f"stop it with: python -m movebench.testcluster down --dir {c.root}")
         elif a.action == "down":
             c.stop()
         else:

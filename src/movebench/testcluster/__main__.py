@@ -1,0 +1,5 @@
+import sys
+
+from movebench.testcluster.slurm import main
+
+sys.exit(main())

@@ -3,7 +3,11 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PROFILE ?= local
-CONFIG ?= config/config.yaml
+# Empty: the profile's campaign, config/config.yaml. CONFIG=my.yaml makes my.yaml the whole campaign.
+CONFIG ?=
+CONFIG_ARG := $(if $(CONFIG),--configfile $(CONFIG))
+# Passed on to snakemake by `make run` and `make dry-run`: ARGS="-n", ARGS="--unlock", ARGS="results/tables/io.csv"
+ARGS ?=
 PYTEST_ARGS ?=
 PLAN_ARGS ?=
 
@@ -15,19 +19,19 @@ help:  ## list the targets
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[mpich,azure,test,lint]"
+	$(PY) -m pip install --quiet -e ".[workflow,mpi,mpich,sparse,dragon,azure,test,lint]"
 	touch $@
 
 install: $(VENV)/.installed  ## create .venv and install movebench with its dependencies
 
-run: install  ## run the default campaign on this machine; the report lands in results/report.html
-	$(PY) -m movebench --configfile $(CONFIG) run --profile $(PROFILE)
+run: install  ## run the default campaign on this machine (snakemake --profile local); the report lands in results/report.html
+	$(PY) -m movebench $(CONFIG_ARG) run --profile $(PROFILE) $(ARGS)
 
 dry-run: install  ## show what a run would do, point by point, without running it
-	$(VENV)/bin/snakemake --profile $(PROFILE) --configfile $(CONFIG) --dry-run --quiet rules
+	$(VENV)/bin/snakemake --profile $(PROFILE) $(CONFIG_ARG) --dry-run --quiet rules $(ARGS)
 
 plan: install  ## Slurm jobs, nodes and node-hours the campaign asks for (PLAN_ARGS="--group-components shuffle=8")
-	$(PY) -m movebench --configfile $(CONFIG) plan $(PLAN_ARGS)
+	$(PY) -m movebench $(CONFIG_ARG) plan $(PLAN_ARGS)
 
 system-deps:  ## Debian packages for tests and benchmarks (chromium, fio), installed when missing
 	scripts/system-deps.sh
@@ -46,7 +50,7 @@ bench: install system-deps  ## the benchmarks quoted in the closing notes (about
 	$(PY) bench/kv.py
 
 lint: install  ## snakemake --lint, snakefmt --check, ruff
-	$(VENV)/bin/snakemake --lint --configfile $(CONFIG)
+	$(VENV)/bin/snakemake --lint --profile local $(CONFIG_ARG)
 	$(VENV)/bin/snakefmt --check Snakefile workflow/rules
 	$(VENV)/bin/ruff check src tests scripts bench
 

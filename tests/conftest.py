@@ -17,6 +17,23 @@ PYTHON = sys.executable
 MPIEXEC = str(Path(PYTHON).with_name("mpiexec")) if Path(PYTHON).with_name("mpiexec").exists() else "mpiexec"
 
 
+def make_task(family: str, point: dict, settings: dict, repetitions=3, warmups=1) -> dict:
+    from movebench import launch
+
+    return launch.make_task(family, point, settings, repetitions, warmups)
+
+
+def run_kernel(task: dict, folder: Path, timeout=120, check=True, env=None, launcher=None):
+    """The task's kernel under the command movebench.launch builds; returns (process, records, meta)."""
+    from movebench import launch
+
+    proc, recs, meta = launch.run_kernel(task, folder, launcher or MPIEXEC, timeout, env or os.environ.copy())
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{task['family']} {task['point']} failed ({proc.returncode}):\n{proc.stdout}\n"
+                             f"{proc.stderr}")
+    return proc, recs, meta
+
+
 def mpirun(ranks: int, *argv, timeout=120, check=True, env=None) -> subprocess.CompletedProcess:
     """`mpiexec -n ranks python argv...`, output captured."""
     proc = subprocess.run([MPIEXEC, "-n", str(ranks), PYTHON, *map(str, argv)], capture_output=True, text=True,

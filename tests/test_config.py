@@ -6,7 +6,7 @@ import pytest
 
 from conftest import PYTHON, ROOT
 from movebench import config as cc
-from movebench.family import parse_point_path, point_path
+from movebench.families import point_path
 
 
 def base(**shuffle):
@@ -32,6 +32,7 @@ def base(**shuffle):
         (base(skew=[-1]), "shuffle.skew[0]", "-1", "must be >= 0"),
         (base(tuple_size=60), "shuffle.tuple_size", "60", "must be a multiple of 8"),
         (base(nodes=[4]), "shuffle.nodes", "4", "more nodes than the 2 ranks"),
+        ({"campaign": {}, "io": {"iterations": 6}}, "io.iterations", "6", "renamed: use io.repetitions"),
         ({"campaign": {"repetitions": 0}}, "campaign.repetitions", "0", "must be >= 1"),
         ({"campaign": {"timeout": "soon"}}, "campaign.timeout", "'soon'", "must be of type number"),
         ({"campaign": {"warmup": 1}}, "campaign.warmup", "1", "unknown key 'warmup'; valid keys:"),
@@ -72,11 +73,22 @@ def test_grid_expands_every_combination_and_skew_only_for_shuffle():
     assert len({point_path(p) for p in points}) == len(points)
 
 
-def test_point_paths_round_trip():
+def test_point_paths_follow_the_axes():
     point = {"pattern": "bidi", "nodes": 1, "ranks": 2, "message_size": 1048576, "window": 64, "skew": 1.0}
-    path = point_path(point)
-    assert path == "pattern~bidi/nodes~1/ranks~2/message_size~1048576/window~64/skew~1.0"
-    assert parse_point_path(path) == point
+    assert point_path(point) == "pattern~bidi/nodes~1/ranks~2/message_size~1048576/window~64/skew~1.0"
+
+
+def test_nodes_beyond_some_ranks_leave_out_those_points_only():
+    config = cc.validate({"campaign": {}, "shuffle": {"patterns": ["uni"], "ranks": [2, 4], "nodes": [1, 4]}})
+    pairs = {(p["nodes"], p["ranks"]) for p in cc.grid(config)["shuffle"]}
+    assert pairs == {(1, 2), (1, 4), (4, 4)}
+
+
+def test_repetitions_and_warmups_per_family_default_to_the_campaigns():
+    config = cc.validate({"campaign": {"repetitions": 7, "warmups": 1}, "shuffle": {"warmups": 3}})
+    assert (config["shuffle"]["repetitions"], config["shuffle"]["warmups"]) == (7, 3)
+    task = next(iter(cc.tasks(config, cc.grid(config))["shuffle"].values()))
+    assert (task["repetitions"], task["warmups"]) == (7, 3)
 
 
 def test_disabled_family_has_no_points():

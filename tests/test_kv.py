@@ -7,12 +7,13 @@ import sys
 import pytest
 
 from movebench import config as cc
-from movebench import dragonrun
-from movebench.kv import FAMILY, KEY_BYTES, aggregate, keys_per_client, make_keys, make_values, mismatches
+from movebench import dragonrun, families, launch
+from movebench.families.kv import FAMILY, keys_per_client
+from movebench.families.kv.kernel import KEY_BYTES, aggregate, make_keys, make_values, mismatches
 
 
 def base(**kv):
-    return {"campaign": {"name": "t"}, "shuffle": {"enabled": False}, "kv": {"value_sizes": ["1KiB"], **kv}}
+    return {"campaign": {"name": "t"}, "kv": {"value_sizes": ["1KiB"], **kv}}
 
 
 def test_keys_per_client_follows_gups_ddict_or_the_explicit_count():
@@ -44,17 +45,21 @@ def test_keys_are_128_bytes_and_values_differ_per_key():
 
 def test_grid_and_launch_command():
     config = cc.validate(base(operations=["put", "frozen_get"], value_sizes=["1KiB", "4KiB"], clients_per_node=[2, 3]))
-    points = cc.grid(config)["kv"]
+    grid = cc.grid(config)
+    points = grid["kv"]
     assert len(points) == 2 * 2 * 2
-    assert FAMILY.ranks(points[0]) == 2 and FAMILY.nodes(points[0]) == 1
-    args = FAMILY.kernel_args(points[0], config["kv"], config["campaign"])
-    python = [sys.executable, "-m", "movebench.kv", *args, "--out", "r.jsonl", "--meta", "m.json"]
-    cmd = FAMILY.launch_command(python, 1)
+    assert FAMILY.placement(points[0]) == (2, 1)
+    task = cc.tasks(config, grid)["kv"][families.point_path(points[0])]
+    assert task["settings"]["keys_per_client"] == keys_per_client(config["kv"], 1, 2, 1024)
+    kernel_task = {**task, "out": "r.jsonl", "meta": "m.json"}
+    cmd = launch.kernel_command(kernel_task, "task.json")
+    python = [sys.executable, "-m", "movebench.families.kv.kernel", "task.json"]
     dragon_at = cmd.index("--") + 1
     assert cmd[:3] == [sys.executable, "-m", "movebench.dragonrun"] and "--meta" in cmd[:dragon_at]
     assert cmd[dragon_at].endswith("dragon") and cmd[dragon_at + 1] == "-s" and cmd[dragon_at + 2:] == python
     assert any(a.startswith("DRAGON_DEFAULT_SEG_SZ=") for a in cmd[:dragon_at])
-    assert FAMILY.launch_command(python, 4)[dragon_at + 1:dragon_at + 3] == ["-N", "4"]
+    four = {**kernel_task, "point": {**task["point"], "nodes": 4}}
+    assert launch.kernel_command(four, "task.json")[dragon_at + 1:dragon_at + 3] == ["-N", "4"]
 
 
 @pytest.mark.parametrize(

@@ -122,7 +122,8 @@ def test_a_failing_point_leaves_the_others_intact_and_a_rerun_completes_it(tmp_p
     (tmp_path / "config.yaml").write_text(json.dumps(config))
     launcher = tmp_path / "flaky-mpiexec"
     launcher.write_text(f"""#!/bin/sh
-case " $* " in *" --message-size 2048 "*) echo "injected launcher failure" >&2; exit 3;; esac
+for task; do :; done  # the last argument: the kernel's task file
+if grep -q '"message_size": 2048' "$task"; then echo "injected launcher failure" >&2; exit 3; fi
 exec {MPIEXEC} "$@"
 """)
     launcher.chmod(0o755)
@@ -135,8 +136,11 @@ exec {MPIEXEC} "$@"
     failure = json.loads(failed[0].read_text())
     assert failure["message_size"] == 2048 and "status 3" in failure["error"]
     assert "injected launcher failure" in "\n".join(failure["log_tail"])
-    html = (tmp_path / "results" / "report.html").read_text()
+    assert not (tmp_path / "results" / "report.html").exists()  # never a report that looks complete
+    partial = tmp_path / "results" / "report.partial.html"
+    html = partial.read_text()
     assert 'id="partial"' in html and "injected launcher failure" in html
+    assert partial.stat().st_mtime > 1e9  # dated as written, not back-dated
     counts = next(t for t in _tables(html) if t and t[0] == ["family", "points", "ok", "failed", "missing"])
     assert counts[1] == ["shuffle", "3", "2", "1", "0"]
     # A rerun with a working launcher redoes only the failed point.
@@ -145,7 +149,7 @@ exec {MPIEXEC} "$@"
     snakemake(tmp_path)
     assert not list((tmp_path / "results" / "failed").rglob("*.json"))
     html = (tmp_path / "results" / "report.html").read_text()
-    assert 'id="partial"' not in html
+    assert 'id="partial"' not in html and not partial.exists()
 
 
 def _tables(html):

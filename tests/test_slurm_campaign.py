@@ -204,7 +204,7 @@ def test_a_cancelled_job_is_a_failed_point_and_a_rerun_completes_it(slurm_cluste
     failure = json.loads((tmp_path / "results" / "failed" / "shuffle" / f"{point}.json").read_text())
     assert failure["nodes"] == 2 and "SIGTERM" in failure["error"]
     assert not (tmp_path / "results" / "raw" / "shuffle" / f"{point}.jsonl").exists()
-    html = (tmp_path / "results" / "report.html").read_text()
+    html = (tmp_path / "results" / "report.partial.html").read_text()
     assert 'id="partial"' in html and "SIGTERM" in html
     print(f"\nsnakemake exited {took:.1f} s after scancel")
 
@@ -216,6 +216,7 @@ def test_a_cancelled_job_is_a_failed_point_and_a_rerun_completes_it(slurm_cluste
     assert len(read_jsonl(tmp_path / "results" / "raw" / "shuffle" / f"{point}.jsonl")) == 4
     assert not list((tmp_path / "results" / "failed").rglob("*.json"))
     assert 'id="partial"' not in (tmp_path / "results" / "report.html").read_text()
+    assert not (tmp_path / "results" / "report.partial.html").exists()
     print(f"rerun of the cancelled point: {took:.1f} s")
 
 

@@ -38,20 +38,6 @@ def runtime_minutes(campaign: dict) -> int:
     return max(1, math.ceil(campaign["timeout"] / 60) + 1)
 
 
-def slurm_tasks(fam, point: dict) -> int:
-    """The `tasks` resource of a point's job (sbatch --ntasks).
-
-    MPI families: one task per rank. Other launchers (Dragon) start their own processes, one srun
-    task per node for Dragon's back end, so the job needs its nodes and not a task per client; but
-    the executor refuses a job that has the `mpi` resource (which keeps it from wrapping the point in
-    `srun -n 1`) with a single task, hence at least 2. With `--exclusive` (profiles/slurm) the job
-    has the whole nodes whatever the count.
-    """
-    if fam.launcher == "mpi":
-        return fam.ranks(point)
-    return max(2, fam.nodes(point))
-
-
 # --------------------------------------------------------------------------- plan
 
 
@@ -120,7 +106,7 @@ def plan_jobs(
         for start in range(0, len(points), per_job):
             chunk = points[start : start + per_job]
             todo = [p for p in chunk if not done(name, p)]
-            sized = [(fam.nodes(p), runtime) for p in (todo or chunk)]
+            sized = [(fam.placement(p)[1], runtime) for p in (todo or chunk)]
             nodes, minutes = _layers(sized, resources.get("nodes"), resources.get("benchmark_slots"))
             jobs.append(PlannedJob(name, len(chunk), nodes, minutes, len(todo)))
     return jobs

@@ -13,9 +13,18 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from movebench import family as families
+from movebench import families
 
 CAMPAIGN = "campaign"
+# Keys every family section has besides its own; the engine applies them (campaign values as defaults).
+ENGINE_KEYS = {
+    "enabled": {"type": "boolean", "default": True, "description": "Run this family's points."},
+    "repetitions": {"type": "integer", "minimum": 1,
+                    "description": "Measured repetitions per point; campaign.repetitions when absent."},
+    "warmups": {"type": "integer", "minimum": 0,
+                "description": "Warm-up repetitions per point (flagged, left out of statistics); "
+                               "campaign.warmups when absent."},
+}
 
 
 class ConfigError(Exception):
@@ -50,18 +59,18 @@ def schema_dir_default() -> Path:
     return Path(__file__).resolve().parents[2] / "workflow" / "schemas"
 
 
-def family_names(schema_dir: Path) -> list[str]:
-    return sorted(p.name.removesuffix(".schema.yaml") for p in (schema_dir / "families").glob("*.schema.yaml"))
+def family_schema(name: str) -> dict:
+    """A family's config block (its package's schema.yaml) with the keys every family has."""
+    block = yaml.safe_load((families.folder(name) / "schema.yaml").read_text())
+    block.setdefault("properties", {}).update(copy.deepcopy(ENGINE_KEYS))
+    return block
 
 
 def full_schema(schema_dir: Path) -> dict:
-    """The campaign schema with one property per family schema block."""
+    """The campaign schema with one property per family."""
     schema = yaml.safe_load((schema_dir / "config.schema.yaml").read_text())
-    for name in family_names(schema_dir):
-        block = yaml.safe_load((schema_dir / "families" / f"{name}.schema.yaml").read_text())
-        block.setdefault("properties", {})["enabled"] = {
-            "type": "boolean", "default": True, "description": "Run this family's points."}
-        schema["properties"][name] = block
+    for name in families.names():
+        schema["properties"][name] = family_schema(name)
     return schema
 
 
@@ -127,29 +136,82 @@ def load(path) -> dict:
         return yaml.safe_load(f) or {}
 
 
+def _renamed_problems(config: dict) -> list:
+    """Keys a family renamed: the old name gets its own line naming the new one (and is dropped here)."""
+    problems = []
+    for name in families.names():
+        section = config.get(name)
+        if not isinstance(section, dict):
+            continue
+        for old, hint in families.load(name).renamed.items():
+            if old in section:
+                problems.append((f"{name}.{old}", section.pop(old), hint))
+    return problems
+
+
+def constraint_problems(fam, section: dict) -> list:
+    """Axis values that leave out every point because no combination with them can run."""
+    runnable: dict[str, set] = {axis.name: set() for axis in fam.axes}
+    reasons: dict[tuple, str] = {}
+    for point in fam.combinations(section):
+        why = fam.constraint(point)
+        for key, value in point.items():
+            if why is None:
+                runnable[key].add(value)
+            else:
+                reasons.setdefault((key, value), why)
+    problems = []
+    for axis in fam.axes:
+        for value in dict.fromkeys(axis.expand(section[axis.key])):
+            if (axis.name, value) in reasons and value not in runnable[axis.name]:
+                problems.append((axis.key, value, reasons[(axis.name, value)]))
+    return problems
+
+
 def validate(config: dict, schema_dir: Path | None = None) -> dict:
     """The config with defaults filled in; raises ConfigError listing every problem."""
     schema_dir = Path(schema_dir or schema_dir_default())
     config = copy.deepcopy(config)
-    problems = _schema_problems(config, full_schema(schema_dir))
+    problems = _renamed_problems(config)
+    problems += _schema_problems(config, full_schema(schema_dir))
     broken = {path.split(".")[0].split("[")[0] for path, _, _ in problems}
     if CAMPAIGN not in broken:
         # A family's own checks assume its section passed the schema; others still get checked.
-        for name in enabled_families(config, schema_dir):
-            if name not in broken:
-                for path, value, hint in families.load(name).check(config[name], config[CAMPAIGN]):
-                    problems.append((f"{name}.{path}", value, hint))
+        for name in enabled_families(config):
+            if name in broken:
+                continue
+            fam, section = families.load(name), config[name]
+            own = fam.check(section, config[CAMPAIGN])
+            if not own:
+                own = constraint_problems(fam, section)
+            problems += [(f"{name}.{path}", value, hint) for path, value, hint in own]
     if problems:
         raise ConfigError(problems)
+    for name in enabled_families(config):
+        for key in ("repetitions", "warmups"):
+            config[name].setdefault(key, config[CAMPAIGN][key])
     return config
 
 
-def enabled_families(config: dict, schema_dir: Path | None = None) -> list[str]:
-    names = family_names(Path(schema_dir or schema_dir_default()))
-    return [n for n in names if n in config and config[n].get("enabled", True)]
+def enabled_families(config: dict) -> list[str]:
+    return [n for n in families.names() if n in config and config[n].get("enabled", True)]
 
 
-def grid(config: dict, schema_dir: Path | None = None) -> dict[str, list[dict]]:
+def grid(config: dict) -> dict[str, list[dict]]:
     """Family name -> its points (ordered parameter dicts) for a validated config."""
-    return {name: families.load(name).points(config[name], config[CAMPAIGN])
-            for name in enabled_families(config, schema_dir)}
+    return {name: families.load(name).points(config[name]) for name in enabled_families(config)}
+
+
+def tasks(config: dict, grid_: dict[str, list[dict]]) -> dict[str, dict[str, dict]]:
+    """Family -> point path -> the point's task: what its kernel receives (see movebench.runner)."""
+    campaign, out = config[CAMPAIGN], {}
+    for name, points in grid_.items():
+        fam, section = families.load(name), config[name]
+        out[name] = {}
+        for point in points:
+            ranks, nodes = fam.placement(point)
+            out[name][families.point_path(point)] = {
+                "family": name, "variant": point[fam.variant], "point": point,
+                "settings": fam.kernel_settings(point, section, campaign),
+                "repetitions": section["repetitions"], "warmups": section["warmups"], "ranks": ranks, "nodes": nodes}
+    return out

@@ -1,10 +1,11 @@
 """Run one benchmark point: launcher, timeout, atomic results, a failure record.
 
-Called by every point rule. The kernel writes to temporary files; only when it
-exits 0 within the timeout and its records say ok are they renamed to the
-rule's outputs. Otherwise a failure record goes to `--failed` (outside
-Snakemake's outputs, so Snakemake's clean-up of a failed job keeps it for the
-report) and the exit status is non-zero, so that a rerun redoes the point.
+Called by every point rule with the point's task as JSON (the family, the point, the kernel's
+settings, repetitions, warm-ups, ranks and nodes: see movebench.runner). The kernel writes to
+temporary files; only when it exits 0 within the timeout and its records say ok are they renamed
+to the rule's outputs. Otherwise a failure record goes to `--failed` (outside Snakemake's outputs,
+so Snakemake's clean-up of a failed job keeps it for the report) and the exit status is non-zero,
+so that a rerun redoes the point.
 """
 
 from __future__ import annotations
@@ -21,8 +22,7 @@ import threading
 import time
 from pathlib import Path
 
-from movebench import cluster
-from movebench import family as families
+from movebench import cluster, families
 from movebench.core import records
 
 GRACE_S = 10
@@ -44,11 +44,45 @@ def launcher_command(launcher: str, ranks: int, nodes: int) -> list[str]:
     return argv
 
 
-def kernel_command(fam: families.Family, launcher: str, ranks: int, nodes: int, kernel_args: list[str]) -> list[str]:
-    python = [sys.executable, "-m", f"movebench.{fam.name}", *kernel_args]
+def kernel_command(task: dict, task_path, launcher: str = "mpiexec") -> list[str]:
+    """The command that runs a point's kernel on its task file: the one place that builds it."""
+    fam = families.load(task["family"])
+    python = [sys.executable, "-m", f"movebench.families.{fam.name}.kernel", str(task_path)]
     if fam.launcher == "mpi":
-        return launcher_command(launcher, ranks, nodes) + python
-    return fam.launch_command(python, nodes)
+        return launcher_command(launcher, task["ranks"], task["nodes"]) + python
+    return fam.launch_command(python, task)
+
+
+def write_task(task: dict, path, out, meta) -> dict:
+    """The kernel's task file: the point's task and where the kernel writes its records and meta."""
+    kernel_task = {**task, "out": str(out), "meta": str(meta)}
+    # Not sorted: the point's keys keep their order, the order of its path and of its records' columns.
+    records.write_text(path, json.dumps(kernel_task, indent=2) + "\n")
+    return kernel_task
+
+
+def run_kernel(task: dict, folder, launcher: str = "mpiexec", timeout: float = 600, env=None):
+    """A task's kernel alone, without the point's bookkeeping (for benchmarks and tests).
+
+    Returns (completed process, records or None, meta or None); the files stay in `folder`.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    out, meta, task_path = folder / "records.jsonl", folder / "meta.json", folder / "task.json"
+    for old in (out, meta):
+        old.unlink(missing_ok=True)
+    argv = kernel_command(write_task(task, task_path, out, meta), task_path, launcher)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
+    recs = records.read_jsonl(out) if out.exists() else None
+    return proc, recs, json.loads(meta.read_text()) if meta.exists() else None
+
+
+def make_task(family: str, point: dict, settings: dict, repetitions: int = 5, warmups: int = 2) -> dict:
+    """A point's task as the workflow builds it (movebench.config.tasks), for a point given by hand."""
+    fam = families.load(family)
+    ranks, nodes = fam.placement(point)
+    return {"family": family, "variant": point[fam.variant], "point": point, "settings": settings,
+            "repetitions": repetitions, "warmups": warmups, "ranks": ranks, "nodes": nodes}
 
 
 class _Run:
@@ -87,15 +121,16 @@ def stop_group(proc: subprocess.Popen, grace: float) -> None:
 
 
 def run_point(args) -> int:
-    fam = families.load(args.family)
-    point = families.parse_point_path(args.point)
+    task = args.task
+    family, point = task["family"], task["point"]
+    where = families.point_path(point)
     out, meta_out, failed = Path(args.out), Path(args.meta), Path(args.failed)
+    out.parent.mkdir(parents=True, exist_ok=True)
     tmp_out = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     tmp_meta = meta_out.with_name(f".{meta_out.name}.{os.getpid()}.tmp")
-    kernel_args = shlex.split(args.kernel_args) + ["--repetitions", str(args.repetitions),
-                                                   "--warmups", str(args.warmups),
-                                                   "--out", str(tmp_out), "--meta", str(tmp_meta)]
-    argv = kernel_command(fam, args.launcher, args.ranks, args.nodes, kernel_args)
+    task_path = out.with_name(f".{out.name}.{os.getpid()}.task.json")
+    kernel_task = write_task(task, task_path, tmp_out, tmp_meta)
+    argv = kernel_command(kernel_task, task_path, args.launcher)
     print("movebench: " + shlex.join(argv), flush=True)
     started = time.time()
     reason, rc = None, None
@@ -142,37 +177,46 @@ def run_point(args) -> int:
             meta = json.loads(tmp_meta.read_text()) if tmp_meta.exists() else {}
             meta.update(launch_start=started, launch_end=ended, launch_wall_s=ended - started,
                         launcher=args.launcher, command=shlex.join(argv), config_hash=args.config_hash,
-                        campaign=args.campaign)
+                        campaign=args.campaign, task={k: v for k, v in task.items() if k not in ("out", "meta")})
             records.write_json(meta_out, meta)
             os.replace(tmp_out, out)
             failed.unlink(missing_ok=True)
-            print(f"movebench: {args.family} {args.point}: {len(recs)} records in {ended - started:.1f} s", flush=True)
+            print(f"movebench: {family} {where}: {len(recs)} records in {ended - started:.1f} s", flush=True)
             return 0
         records.write_json(failed, {
-            "family": args.family, "point": args.point, **point, "ok": False, "error": reason,
+            "family": family, "point": where, **point, "ok": False, "error": reason,
             "returncode": rc, "start": started, "end": ended, "command": shlex.join(argv),
             "log_tail": list(run.tail) if run else [], "config_hash": args.config_hash, "records": recs})
-        print(f"movebench: {args.family} {args.point} FAILED: {reason}", file=sys.stderr, flush=True)
+        print(f"movebench: {family} {where} FAILED: {reason}", file=sys.stderr, flush=True)
         return 1
     finally:
-        tmp_out.unlink(missing_ok=True)
-        tmp_meta.unlink(missing_ok=True)
+        for leftover in (tmp_out, tmp_meta, task_path):
+            leftover.unlink(missing_ok=True)
+
+
+def _task(text: str) -> dict:
+    """The task as JSON, or @path of a file holding it."""
+    try:
+        task = json.loads(Path(text[1:]).read_text() if text.startswith("@") else text)
+    except (OSError, json.JSONDecodeError) as exc:
+        raise argparse.ArgumentTypeError(f"not a task: {exc}") from None
+    missing = [k for k in ("family", "variant", "point", "settings", "repetitions", "warmups", "ranks", "nodes")
+               if k not in task]
+    if missing:
+        raise argparse.ArgumentTypeError(f"the task lacks {', '.join(missing)}")
+    return task
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m movebench.launch", description=__doc__.split("\n\n")[0])
-    p.add_argument("--family", required=True)
-    p.add_argument("--point", required=True, help="the point's path, key~value/...")
-    p.add_argument("--ranks", type=int, required=True)
-    p.add_argument("--nodes", type=int, default=1)
+    p.add_argument("--task", type=_task, required=True,
+                   help="the point's task as JSON (or @FILE): family, variant, point, settings, repetitions, "
+                        "warmups, ranks, nodes")
     p.add_argument("--launcher", default="mpiexec",
                    help="MPI launcher; may contain {ranks} and {nodes}, else '-n <ranks>' is appended")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds before the point is killed")
-    p.add_argument("--repetitions", type=int, default=5)
-    p.add_argument("--warmups", type=int, default=2)
-    p.add_argument("--kernel-args", default="", help="the family kernel's own arguments, one shell string")
-    p.add_argument("--out", required=True)
-    p.add_argument("--meta", required=True)
+    p.add_argument("--out", required=True, help="the point's records (.jsonl)")
+    p.add_argument("--meta", required=True, help="the point's meta (.meta.json)")
     p.add_argument("--failed", required=True, help="where a failure record goes")
     p.add_argument("--config-hash", default=os.environ.get("MOVEBENCH_CONFIG_HASH"),
                    help="hash of the campaign config, for the meta (default: $MOVEBENCH_CONFIG_HASH)")

@@ -1,10 +1,11 @@
 """The self-contained HTML report: an overview, then one section per family.
 
-Everything is inline (plots as PNG data URIs, CSS in the page), so the file can
-be mailed or archived alone. Each family's section comes from its template
-`report/<family>.html.j2` and the context its `report_context` builds; the
-engine adds the per-point summary, the failed and missing points, and where
-every number came from (the raw records file and its meta).
+Everything is inline (plots as PNG data URIs, CSS in the page), so the file can be mailed or
+archived alone. Each family's section comes from its template (`families/<name>/report.html.j2`)
+and the context its `report.py` builds; the engine adds the per-point summary, the failed and
+missing points, and where every number came from (the raw records file and its meta). The report
+reads the tables `aggregate` wrote and nothing else; after a failed run `render_partial` builds
+`report.partial.html` from the raw records instead.
 """
 
 from __future__ import annotations
@@ -14,17 +15,16 @@ import datetime as dt
 import html
 import io
 import json
-import os
 from pathlib import Path
 
 import jinja2
 import pandas as pd
 
-from movebench import aggregate
-from movebench import family as families
+from movebench import aggregate, families
 from movebench.core import records
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "report"
+PARTIAL = "report.partial.html"
 
 
 # --- helpers for the families' sections ---
@@ -74,73 +74,80 @@ def _paths(config):
     return results, results / "raw", results / "failed", results / "tables"
 
 
-def failures(config, family: str, points: list[str]) -> list[dict]:
-    _, _, failed_dir, _ = _paths(config)
-    found = []
-    for point in points:
-        path = failed_dir / family / f"{point}.json"
-        if path.exists():
-            rec = json.loads(path.read_text())
-            rec["failure_file"] = str(path)
-            found.append(rec)
-    return found
+def _section(points: pd.DataFrame, table: pd.DataFrame, summary: pd.DataFrame) -> dict:
+    status = points["status"] if len(points) else pd.Series(dtype=str)
+    failed = points[status == "failed"]
+    return {
+        "points": points["point"].tolist() if len(points) else [],
+        "ok": points.loc[status == "ok", "point"].tolist() if len(points) else [],
+        "failed": failed.to_dict("records"),
+        "missing": points.loc[status == "missing", "point"].tolist() if len(points) else [],
+        "points_table": points,
+        "table": table,
+        "summary": summary,
+    }
 
 
-def collect(config: dict, grid: dict, from_raw: bool = False) -> dict:
-    """Per family: records table, summary, failed and missing points, metas."""
-    _, raw, _, tables = _paths(config)
+def collect(config: dict, names) -> dict:
+    """Per family, from the tables aggregate wrote: records, summary, points (status and meta)."""
+    _, _, _, tables = _paths(config)
+    sections = {}
+    for name in names:
+        table = pd.read_parquet(tables / f"{name}.parquet")
+        summary_path = tables / f"{name}_summary.csv"
+        summary = pd.read_csv(summary_path) if summary_path.stat().st_size > 1 else pd.DataFrame()
+        points = pd.read_csv(tables / f"{name}_points.csv")
+        sections[name] = _section(points, table, summary)
+    return sections
+
+
+def collect_raw(config: dict, grid: dict) -> dict:
+    """Per family, straight from the raw records (after a failed run, when some tables are missing)."""
+    _, raw, failed, _ = _paths(config)
     sections = {}
     for name, point_dicts in grid.items():
-        points = [families.point_path(p) for p in point_dicts]
-        present = [p for p in points if (raw / name / f"{p}.jsonl").exists()]
-        if from_raw:
-            table = aggregate.load(name, [raw / name / f"{p}.jsonl" for p in present])
-            summary = aggregate.summarize(name, table)
-        else:
-            table = pd.read_parquet(tables / f"{name}.parquet")
-            summary_path = tables / f"{name}_summary.csv"
-            summary = pd.read_csv(summary_path) if summary_path.stat().st_size > 1 else pd.DataFrame()
-        failed = failures(config, name, points)
-        failed_points = {f["point"] for f in failed}
-        metas = {}
-        for p in present:
-            meta_path = raw / name / f"{p}.meta.json"
-            if meta_path.exists():
-                metas[p] = json.loads(meta_path.read_text())
-        sections[name] = {
-            "points": points,
-            "ok": present,
-            "failed": failed,
-            "missing": [p for p in points if p not in present and p not in failed_points],
-            "table": table,
-            "summary": summary,
-            "metas": metas,
-        }
+        present = [raw / name / f"{families.point_path(p)}.jsonl" for p in point_dicts]
+        table = aggregate.load(name, [p for p in present if p.exists()])
+        summary = aggregate.summarize(name, table)
+        points = aggregate.points_table(name, point_dicts, raw, failed)
+        sections[name] = _section(points, table, summary)
     return sections
 
 
 def overview(config: dict, sections: dict) -> dict:
-    metas = [m for s in sections.values() for m in s["metas"].values()]
-    first = metas[0] if metas else {}
+    metas = pd.concat([s["points_table"] for s in sections.values() if len(s["points_table"])], ignore_index=True) \
+        if any(len(s["points_table"]) for s in sections.values()) else pd.DataFrame()
+    ok = metas[metas["status"] == "ok"] if len(metas) else metas
 
-    def distinct(key):
-        return sorted({str(m.get(key)) for m in metas if m.get(key) is not None})
+    def distinct(column):
+        if column not in ok:
+            return []
+        return sorted({str(v) for v in ok[column].dropna()})
 
+    def first(column):
+        values = distinct(column)
+        return values[0] if values else None
+
+    hosts = set()
+    for column in ("hostnames", "hostname"):
+        for value in ok.get(column, pd.Series(dtype=object)).dropna():
+            hosts.update(json.loads(value) if str(value).startswith("[") else [str(value)])
+    packages = {c.removeprefix("packages."): first(c) for c in ok.columns if c.startswith("packages.")}
     return {
         "campaign": config["campaign"]["name"],
         "generated": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
-        "hosts": sorted({h for m in metas for h in (m.get("hostnames") or [m.get("hostname")]) if h}),
-        "cpu_model": first.get("cpu_model"),
-        "cpu_count": first.get("cpu_count"),
-        "python": first.get("python"),
-        "platform": first.get("platform"),
+        "hosts": sorted(hosts),
+        "cpu_model": first("cpu_model"),
+        "cpu_count": first("cpu_count"),
+        "python": first("python"),
+        "platform": first("platform"),
         "mpi_library": distinct("mpi_library"),
         "mpi_thread_level": distinct("mpi_thread_level"),
         "launchers": distinct("launcher"),
         "git_commits": distinct("git_commit"),
         "config_hashes": distinct("config_hash"),
         "slurm_jobs": distinct("slurm_job_id"),
-        "packages": {k: v for k, v in (first.get("packages") or {}).items() if v},
+        "packages": {k: v for k, v in packages.items() if v and v != "nan"},
         "counts": {name: {"points": len(s["points"]), "ok": len(s["ok"]), "failed": len(s["failed"]),
                           "missing": len(s["missing"])} for name, s in sections.items()},
         "config_yaml": _yaml(config),
@@ -161,7 +168,7 @@ def summary_table(name: str, section: dict) -> str:
     fam = families.load(name)
     keys = [k for k in ("variant", *fam.point_keys) if k in summary.columns]
     wide = None
-    for measure in ("bandwidth_Bps", "elapsed_s", *fam.summary_measures):
+    for measure in (m.name for m in fam.measures if m.summarize):
         part = median_of(summary, measure)
         if part.empty:
             continue
@@ -177,16 +184,23 @@ def summary_table(name: str, section: dict) -> str:
     return html_table(wide.drop(columns=["point"]), classes="data summary")
 
 
-def render_html(config: dict, sections: dict, partial: bool = False) -> str:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
-                             autoescape=jinja2.select_autoescape(["html", "j2"]),
+def _environment() -> jinja2.Environment:
+    loader = jinja2.ChoiceLoader([jinja2.FileSystemLoader(str(TEMPLATES)),
+                                  jinja2.PrefixLoader({name: jinja2.FileSystemLoader(str(families.folder(name)))
+                                                       for name in families.names()})])
+    env = jinja2.Environment(loader=loader, autoescape=jinja2.select_autoescape(["html", "j2"]),
                              undefined=jinja2.StrictUndefined)
     env.filters["gbps"] = lambda v: "" if v is None or pd.isna(v) else f"{v / 1e9:.3g}"
+    return env
+
+
+def render_html(config: dict, sections: dict, partial: bool = False) -> str:
+    env = _environment()
     family_html = {}
     for name, section in sections.items():
-        ctx = families.load(name).report_context(section["table"], section["summary"], config["campaign"]) \
+        ctx = families.report_module(name).context(section["table"], section["summary"], config["campaign"]) \
             if not section["summary"].empty else {}
-        body = env.get_template(f"{name}.html.j2").render(ctx=ctx, section=section) if ctx else ""
+        body = env.get_template(f"{name}/report.html.j2").render(ctx=ctx, section=section) if ctx else ""
         family_html[name] = {
             "body": body,
             "summary": summary_table(name, section),
@@ -197,21 +211,21 @@ def render_html(config: dict, sections: dict, partial: bool = False) -> str:
         overview=overview(config, sections), families=family_html, partial=partial, escape=html.escape)
 
 
-def render(config: dict, grid: dict, out_path) -> Path:
-    text = render_html(config, collect(config, grid))
+def render(config: dict, names, out_path) -> Path:
+    """results/report.html from the tables; a partial report left by an earlier failed run goes."""
     out = Path(out_path)
-    records.write_text(out, text)
+    records.write_text(out, render_html(config, collect(config, names)))
+    (out.parent / PARTIAL).unlink(missing_ok=True)
     return out
 
 
 def render_partial(config: dict, grid: dict) -> Path:
-    """After a failed run: the report from whatever records exist, failures listed.
+    """After a failed run: results/report.partial.html from whatever records exist, failures listed.
 
-    It is dated to the epoch: older than every record, it stays out of date for
-    Snakemake, so the next run still redoes the missing points and renders it anew.
+    report.html is left as it was (the last complete report, if any); the next successful run
+    replaces it and removes the partial one.
     """
     results, *_ = _paths(config)
-    out = results / "report.html"
-    records.write_text(out, render_html(config, collect(config, grid, from_raw=True), partial=True))
-    os.utime(out, (0, 0))
+    out = results / PARTIAL
+    records.write_text(out, render_html(config, collect_raw(config, grid), partial=True))
     return out

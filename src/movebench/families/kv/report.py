@@ -1,0 +1,60 @@
+"""kv's tables and figures: bandwidth per operation, the study's speed-ups, Dragon's start-up costs."""
+
+from __future__ import annotations
+
+from movebench.report import figure_uri, html_table, median_of, plotting
+
+OPERATIONS = ("put", "batch_put", "get", "frozen_get")
+
+RATIOS = {"batch_put / put": ("batch_put", "put"), "frozen_get / get": ("frozen_get", "get")}
+
+
+def speedups(bw):
+    """Median bandwidth ratios at equal nodes, clients, managers and value size, as the study reports them."""
+    import pandas as pd
+
+    keys = ["nodes", "clients_per_node", "managers_per_node", "value_size"]
+    wide = bw.pivot_table(index=keys, columns="variant", values="median", aggfunc="first").reset_index()
+    out = wide[keys].copy()
+    for label, (num, den) in RATIOS.items():
+        if num in wide and den in wide:
+            out[label] = wide[num] / wide[den]
+    if len(out.columns) == len(keys):
+        return pd.DataFrame()
+    return out
+
+
+def context(table, summary, campaign):
+    sns, plt = plotting()
+    ctx = {"figures": [], "ratios": None, "startup": None}
+    bw = median_of(summary, "bandwidth_Bps")
+    if bw.empty:
+        return ctx
+    bw["GB/s"] = bw["median"] / 1e9
+    grid = sns.relplot(data=bw, x="value_size", y="GB/s", hue="variant", style="clients_per_node",
+                       col="nodes", kind="line", marker="o", height=3.4, aspect=1.3,
+                       hue_order=[o for o in OPERATIONS if o in set(bw["variant"])],
+                       facet_kws={"sharey": False})
+    grid.set(xscale="log", yscale="log", xlabel="value size (bytes)",
+             ylabel="aggregate bandwidth (GB/s, median)")
+    grid.set_titles("{col_name} node(s)")
+    ctx["figures"].append(("Aggregate bandwidth vs value size, per operation (log-log; one panel per node "
+                           "count)", figure_uri(grid.figure)))
+    ratios = speedups(bw)
+    if not ratios.empty:
+        fig, ax = plt.subplots(figsize=(7, 3.6))
+        long = ratios.melt(id_vars=["nodes", "clients_per_node", "managers_per_node", "value_size"],
+                           value_vars=[c for c in RATIOS if c in ratios], var_name="ratio", value_name="x")
+        sns.lineplot(data=long.dropna(), x="value_size", y="x", hue="ratio", style="nodes", marker="o", ax=ax)
+        ax.set(xscale="log", yscale="log", xlabel="value size (bytes)",
+               ylabel="speed-up (ratio of median bandwidths)")
+        ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+        ctx["figures"].append(("Batched vs unbatched puts and frozen vs unfrozen gets", figure_uri(fig)))
+        ctx["ratios"] = html_table(ratios)
+    measured = table[~table["warmup"] & table["ok"]] if len(table) else table
+    cols = [c for c in ("dragon_startup_s", "ddict_create_s", "clients_start_s") if c in measured]
+    if cols:
+        start = measured.groupby(["variant", "nodes", "clients_per_node", "managers_per_node", "value_size"],
+                                 as_index=False)[cols].median()
+        ctx["startup"] = html_table(start)
+    return ctx

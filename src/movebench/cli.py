@@ -19,9 +19,10 @@ from pathlib import Path
 
 import yaml
 
-from movebench import cluster
+from movebench import cluster, verdict_commands
 from movebench import config as campaign_config
 from movebench import family as families
+from movebench.core import envinfo
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,14 +51,15 @@ def run(args) -> int:
     results = Path(config["campaign"]["results_dir"])
     cmd = [sys.executable, "-m", "snakemake", "--profile", args.profile, "--configfile", args.configfile,
            *args.snakemake_args]
-    started = time.time()
+    started, load = time.time(), envinfo.HostLoad()
     with services(config):
         print("movebench: " + " ".join(cmd), flush=True)
         rc = subprocess.call(cmd, cwd=ROOT)
     ended = time.time()
     results.mkdir(parents=True, exist_ok=True)
     (results / "campaign_run.json").write_text(json.dumps(
-        {"start": started, "end": ended, "wall_s": ended - started, "returncode": rc, "command": cmd}, indent=2))
+        {"start": started, "end": ended, "wall_s": ended - started, "returncode": rc, "command": cmd,
+         "host_load": load.finish()}, indent=2))
     report = (ROOT / results / "report.html").resolve()
     if report.exists():
         print(f"movebench: report at {report}" + ("" if rc == 0 else " (partial: some points failed)"))
@@ -159,8 +161,9 @@ def main(argv=None) -> int:
     p_plan.add_argument("--resources", nargs="+", default=[], metavar="NAME=N",
                         help="as snakemake's global --resources (nodes, benchmark_slots): how grouped points share")
     sub.add_parser("efficiency", help="share of the last run's wall time inside timed regions")
+    verdict_handlers = verdict_commands.add_parsers(sub)
     args = parser.parse_args(argv)
-    return {"run": run, "plan": plan, "efficiency": efficiency}[args.command](args)
+    return {"run": run, "plan": plan, "efficiency": efficiency, **verdict_handlers}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import json
 import os
 import platform
 import re
+import resource
 import socket
 import subprocess
 import sys
@@ -157,3 +158,41 @@ def fingerprint(meta: dict) -> dict:
         "env": {k: v for k, v in sorted(env.items())
                 if k.startswith(FINGERPRINT_ENV_PREFIXES) or k in FINGERPRINT_ENV_NAMES},
     }
+
+
+class HostLoad:
+    """CPUs kept busy on this host by processes other than ours (and our descendants) from now to `finish`.
+
+    A benchmark beside another busy process measures both; compare warns when either side ran so.
+    Exact for the local profile (every rank descends from this process); under Slurm the ranks run
+    on other nodes and this only describes the submitting host.
+    """
+
+    def __init__(self):
+        self.start = (_host_busy_cpu_seconds(), _children_cpu_seconds(), os.times().elapsed)
+
+    def finish(self) -> dict | None:
+        busy0, ours0, t0 = self.start
+        busy1, ours1, t1 = _host_busy_cpu_seconds(), _children_cpu_seconds(), os.times().elapsed
+        if busy0 is None or busy1 is None or t1 <= t0:
+            return None
+        wall = t1 - t0
+        ours = (ours1 - ours0) / wall
+        busy = (busy1 - busy0) / wall
+        return {"cpus": os.cpu_count(), "busy_cpus": round(busy, 3), "campaign_cpus": round(ours, 3),
+                "other_cpus": round(max(busy - ours, 0.0), 3)}
+
+
+def _host_busy_cpu_seconds() -> float | None:
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    except (OSError, ValueError, IndexError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    # guest time is already inside user time
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def _children_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime

@@ -247,9 +247,13 @@ def check(results, references: dict | None = None) -> pd.DataFrame:
 def summary_lines(frame: pd.DataFrame) -> list[str]:
     counts = frame["status"].value_counts().to_dict() if len(frame) else {}
     lines = [", ".join(f"{counts.get(s, 0)} {s}" for s in STATUSES)]
+    missing = frame[frame["status"] == "not measured"]
+    if len(missing):
+        by_study = missing.groupby("study").size()
+        lines.append("  not measured (no matching point; ids in check.csv): "
+                     + ", ".join(f"{study} {n}" for study, n in by_study.items()))
     for r in frame.itertuples():
         if r.status == "not measured":
-            lines.append(f"  {'NOT MEASURED':12s} {r.id}")
             continue
         ours = f"{r.measured:.4g} {r.unit} [{r.ci_low:.4g}, {r.ci_high:.4g}]"
         band = f"{r.low:.4g}..{r.high:.4g}" if math.isfinite(r.high) else f">= {r.low:.4g}"

@@ -153,7 +153,7 @@ def _work_differences(b: pd.DataFrame | None, n: pd.DataFrame | None) -> dict[st
     out = {}
     for key in WORK_KEYS:
         if key in b.columns and key in n.columns:
-            a, z = (sorted(_plain(v) for v in side[key].dropna().unique()) for side in (b, n))
+            a, z = (sorted(_plain(v) for v in side[key].dropna().unique().tolist()) for side in (b, n))
             if a and z and a != z:
                 out[key] = (a, z)
     return out
@@ -212,7 +212,8 @@ def compare(base, new, thresholds: dict | None = None, allow_different: bool = F
         differs = fingerprint_differences(base.metas.get((family, point)), new.metas.get((family, point)))
         comparable = not any(k in differs for k in INCOMPARABLE_KEYS)
         work = _work_differences(b, n)
-        work_note = "work differs (" + ", ".join(f"{k} {a} -> {z}" for k, (a, z) in work.items()) + \
+        work_note = "work differs (" + ", ".join(
+            f"{k} {','.join(map(str, a))} -> {','.join(map(str, z))}" for k, (a, z) in work.items()) + \
             "): times of different work are not compared"
         for measure in measures_of(family, columns):
             bv, nv = _values(b, measure), _values(n, measure)
@@ -264,8 +265,14 @@ def summary_lines(frame: pd.DataFrame, limit: int = 5) -> list[str]:
     c = counts(frame)
     points = frame[["family", "point"]].drop_duplicates().shape[0] if len(frame) else 0
     lines = [f"warning: {w}" for w in frame.attrs.get("warnings", [])]
-    lines.append(f"{len(frame)} point-measures in {points} points: "
-                 + ", ".join(f"{n} {v}" for v, n in c.items() if n or v in ("regressed", "improved", "unchanged")))
+    main = ", ".join(f"{c[v]} {v}" for v in ("regressed", "improved", "unchanged", "inconclusive"))
+    if c[NOT_COMPARABLE]:
+        main += f", {c[NOT_COMPARABLE]} {NOT_COMPARABLE}"
+    for side in (ONLY_BASE, ONLY_NEW):
+        if c[side]:
+            n_points = frame[frame["verdict"] == side][["family", "point"]].drop_duplicates().shape[0]
+            main += f"; {n_points} point{'s' if n_points != 1 else ''} {side}"
+    lines.append(f"{len(frame)} point-measures in {points} points: {main}")
     for name in ("regressed", "improved"):
         rows = worst(frame, name, limit)
         if len(rows):

@@ -113,7 +113,9 @@ def _cross_checks(document: dict) -> list[tuple[str, object, str]]:
                              "give `variant` (a metric of one variant) or `ratio` (two variants' medians), "
                              + ("not both" if has_variant else "one of them")))
         unit_dim = UNITS[ref["unit"]][0]
-        if has_ratio and ref["unit"] != "x":
+        if has_variant == has_ratio:
+            pass  # what the unit must be depends on the kind, reported above
+        elif has_ratio and ref["unit"] != "x":
             problems.append((f"{where}.unit", ref["unit"], "a ratio of two variants is in x"))
         elif not has_ratio and unit_dim != dimension(ref["metric"]):
             fits = [u for u, (d, _) in UNITS.items() if d == dimension(ref["metric"]) and u != "x"]

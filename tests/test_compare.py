@@ -366,3 +366,16 @@ def test_units_convert_to_the_metrics_si_unit():
     assert references.dimension("bandwidth_Bps") == "bandwidth" and references.dimension("ops_per_s") == "rate"
     assert references.dimension("rss_hwm_delta_bytes") == "bytes" and references.dimension("efficiency") == "ratio"
     assert math.isclose(references.UNITS["%"][1], 0.01)
+
+
+def test_host_load_separates_the_campaign_from_other_processes():
+    import subprocess
+    import sys
+
+    load = envinfo.HostLoad()
+    spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass"
+    subprocess.run([sys.executable, "-c", spin], check=True)
+    result = load.finish()
+    assert result["cpus"] >= 1
+    assert result["campaign_cpus"] > 0  # the child's 0.3 s of CPU, over a wall time of at least that
+    assert result["other_cpus"] >= 0 and result["busy_cpus"] <= result["cpus"] + 0.05

@@ -174,6 +174,7 @@ def test_thresholds_per_family_and_measure(tmp_path):
     assert compare.threshold_for({"shuffle": {"default": 0.2}}, "shuffle", "bandwidth_Bps") == 0.2
     assert compare.threshold_for({"shuffle": 0.2}, "shuffle", "x_s") == 0.2
     assert compare.threshold_for(None, "shuffle", "x_s") == 0.05
+    assert compare.threshold_for({"shuffle": {"default": 0.2}, "shuffle.x_s": 0.3}, "shuffle", "x_s") == 0.3
 
 
 def test_a_busy_host_is_warned_about(tmp_path):

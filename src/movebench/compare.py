@@ -111,16 +111,12 @@ def threshold_for(thresholds: dict | None, family: str, measure: str) -> float:
     {"<family>": {"default": t, "<measure>": t}}; the most specific entry wins."""
     thresholds = thresholds or {}
     fam = thresholds.get(family)
-    if isinstance(fam, dict):
-        if measure in fam:
-            return float(fam[measure])
-        if "default" in fam:
-            return float(fam["default"])
-    if f"{family}.{measure}" in thresholds:
-        return float(thresholds[f"{family}.{measure}"])
-    if fam is not None and not isinstance(fam, dict):
-        return float(fam)
-    return float(thresholds.get("default", DEFAULT_THRESHOLD))
+    nested = fam if isinstance(fam, dict) else {}
+    for candidate in (thresholds.get(f"{family}.{measure}"), nested.get(measure), nested.get("default"),
+                      None if isinstance(fam, dict) else fam, thresholds.get("default", DEFAULT_THRESHOLD)):
+        if candidate is not None:
+            return float(candidate)
+    return DEFAULT_THRESHOLD
 
 
 def point_fingerprint(meta: dict | None) -> dict:

@@ -210,6 +210,8 @@ def test_compare_command_writes_a_self_contained_page_and_the_csv(tmp_path, caps
     assert main(["compare", str(base), str(new), "--out", str(out), "--threshold", "50%",
                  "--fail-on", "regressed"]) == 0
     assert main(["compare", str(base), str(new)]) == 0 and (new / "compare.html").exists()
+    section = compare.render_section(compare.compare(base, new), "a", "b")
+    assert "<html" not in section and "<style" not in section and 'id="verdicts"' in section
 
 
 def test_compare_command_rejects_bad_input(tmp_path, capsys):

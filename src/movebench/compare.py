@@ -309,6 +309,17 @@ def human(value, measure: str) -> str:
 def render_html(frame: pd.DataFrame, base_label: str, new_label: str, thresholds: dict | None = None,
                 allow_different: bool = False) -> str:
     """compare.html: self-contained (inline CSS, no script, no external URL)."""
+    return _render("compare.html.j2", frame, base_label, new_label, thresholds, allow_different)
+
+
+def render_section(frame: pd.DataFrame, base_label: str, new_label: str, thresholds: dict | None = None,
+                   allow_different: bool = False) -> str:
+    """The same tables without the page around them, for a section of another report (it brings no CSS:
+    the classes are those of compare.html's style block)."""
+    return _render("compare_section.html.j2", frame, base_label, new_label, thresholds, allow_different)
+
+
+def _render(template: str, frame, base_label, new_label, thresholds, allow_different) -> str:
     import jinja2
     import markupsafe
 
@@ -334,7 +345,7 @@ def render_html(frame: pd.DataFrame, base_label: str, new_label: str, thresholds
     per_family = {fam: [row(r) for r in part.itertuples()] for fam, part in shown.groupby("family", sort=True)}
     one_side = shown[shown["verdict"].isin([ONLY_BASE, ONLY_NEW])][["family", "point", "verdict", "note"]]
     one_side = one_side.drop_duplicates(["family", "point"])
-    return env.get_template("compare.html.j2").render(
+    return env.get_template(template).render(
         base=base_label, new=new_label, counts=counts(frame), warnings=frame.attrs.get("warnings", []),
         headline=headline, families=per_family,
         one_side=one_side.to_dict("records"), thresholds=thresholds or {}, default_threshold=DEFAULT_THRESHOLD,

@@ -85,6 +85,12 @@ def test_every_operation_round_trips_its_values(tmp_path, operation):
     assert 0 < launch["runtime_startup_s"] < launch["wall_s"] and 0 < launch["runtime_teardown_s"] < launch["wall_s"]
     assert meta["ddict_create_s"] > 0 and meta["ddict_destroy_s"] > 0
     assert meta["packages"]["dragonhpc"]
+    # the fingerprint keeps Dragon's tuning knobs, not the descriptors and ids it exports anew every run
+    fingerprint = meta["fingerprint"]
+    assert fingerprint["packages"]["dragonhpc"] and fingerprint["mpi_library"] is None
+    per_run = {"DRAGON_INF_PD", "DRAGON_MY_PUID", "DRAGON_RT_UID"}
+    assert per_run <= set(meta["environment"]) and not per_run & set(fingerprint["env"])
+    assert fingerprint["env"]["DRAGON_DEFAULT_SEG_SZ"] == meta["environment"]["DRAGON_DEFAULT_SEG_SZ"]
 
 
 def test_a_client_that_raises_fails_the_point_and_leaves_nothing(tmp_path):

@@ -62,6 +62,7 @@ class CampaignRun:
         self.results = Path(config["campaign"]["results_dir"])
         self.services = contextlib.ExitStack()
         self.started = time.time()
+        self.host_load = envinfo.HostLoad()
         self.command = shlex.join(sys.argv)
 
     def points_to_run(self, workflow) -> dict[str, list[dict]]:
@@ -73,7 +74,7 @@ class CampaignRun:
         return todo
 
     def start(self, workflow) -> None:
-        self.started = time.time()
+        self.started, self.host_load = time.time(), envinfo.HostLoad()
         campaign = self.config["campaign"]
         services = {family: families.load(family).services(self.config[family], campaign, points)
                     for family, points in self.points_to_run(workflow).items()}
@@ -94,8 +95,9 @@ class CampaignRun:
     def end(self, ok: bool) -> None:
         self.services.close()
         ended = time.time()
+        # host_load: CPUs other processes kept busy meanwhile (compare warns about a busy side).
         info = {"start": self.started, "end": ended, "wall_s": ended - self.started, "ok": ok,
-                "command": self.command}
+                "command": self.command, "host_load": self.host_load.finish()}
         try:
             records.write_text(self.results / "campaign_run.json", json.dumps(info, indent=2) + "\n")
         except OSError as exc:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from movebench import cluster, families
+from movebench import cluster, families, verdict_commands
 from movebench import config as campaign_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -151,12 +151,13 @@ def main(argv=None) -> int:
     p_plan.add_argument("--resources", nargs="+", default=[], metavar="NAME=N",
                         help="as snakemake's global --resources (nodes, benchmark_slots): how grouped points share")
     sub.add_parser("efficiency", help="share of the last run's wall time inside timed regions")
+    verdict_handlers = verdict_commands.add_parsers(sub)
     args, rest = parser.parse_known_args(argv)
     if args.command == "run":
         return run(args, rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
-    return {"plan": plan, "efficiency": efficiency}[args.command](args)
+    return {"plan": plan, "efficiency": efficiency, **verdict_handlers}[args.command](args)
 
 
 if __name__ == "__main__":

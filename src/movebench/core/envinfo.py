@@ -7,6 +7,7 @@ import json
 import os
 import platform
 import re
+import resource
 import socket
 import subprocess
 import sys
@@ -79,6 +80,7 @@ def config_hash(config: dict) -> str:
 def capture(**extra) -> dict:
     """What a reader needs to trust or reproduce a number; `extra` adds launcher-specific facts."""
     meta = {
+        **memory_settings(),
         "hostname": socket.gethostname(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
@@ -90,4 +92,107 @@ def capture(**extra) -> dict:
         "environment": redact_env(dict(os.environ)),
     }
     meta.update(extra)
+    meta["fingerprint"] = fingerprint(meta)
     return meta
+
+
+# --- the environment fingerprint: what two runs must share for their numbers to be compared ---
+
+THP_PATH = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+FINGERPRINT_PACKAGES = ("movebench", "mpi4py", "mpich", "numpy", "dragonhpc",
+                        "azure-storage-blob", "azure-storage-file-share", "azure-core")
+# Tuning variables only: MPI, fabric, OpenMP and allocator settings, and the Dragon knobs its docs tell users to set.
+# Dragon exports dozens of DRAGON_* per run (channel descriptors, puids) that differ every time, hence names, not a
+# prefix; likewise PMI_* and SLURM_* (ranks, job ids) are left out.
+FINGERPRINT_ENV_PREFIXES = ("MPICH_", "MPIR_CVAR_", "FI_", "UCX_", "OMP_", "I_MPI_", "OMPI_MCA_", "HYDRA_")
+FINGERPRINT_ENV_NAMES = ("DRAGON_DEFAULT_SEG_SZ", "DRAGON_INF_SEG_SZ", "DRAGON_HSTA_TRANSPORT_TYPE",
+                         "DRAGON_HSTA_MAX_EJECTION_MB", "DRAGON_HSTA_MAX_GETMSG_MB", "DRAGON_GW_CAPACITY",
+                         "DRAGON_NUM_GW_CHANNELS_PER_NODE", "DRAGON_TRANSPORT_AGENT", "DRAGON_BASEPOOL",
+                         "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GLIBC_TUNABLES", "MALLOC_ARENA_MAX")
+_MPI_NAMES = (("cray mpich", "Cray MPICH"), ("intel(r) mpi", "Intel MPI"), ("intel mpi", "Intel MPI"),
+              ("open mpi", "Open MPI"), ("mvapich", "MVAPICH"), ("mpich", "MPICH"), ("microsoft mpi", "MS-MPI"))
+
+
+def memory_settings() -> dict:
+    """Page size and transparent-huge-page mode: large-message figures move by up to 1.6x with THP here."""
+    try:
+        thp = THP_PATH.read_text().strip()
+        match = re.search(r"\[(\w+)\]", thp)
+        thp = match.group(1) if match else thp
+    except OSError:
+        thp = None
+    return {"page_size": os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else None,
+            "transparent_hugepage": thp}
+
+
+def mpi_library_name(library_version: str | None) -> tuple[str | None, str | None]:
+    """("MPICH", "5.0.2") from the first line of MPI_Get_library_version; (None, None) without MPI."""
+    if not library_version:
+        return None, None
+    lowered = library_version.lower()
+    name = next((pretty for key, pretty in _MPI_NAMES if key in lowered), library_version.split()[0])
+    version = re.search(r"\d+(?:\.\d+)+", library_version)
+    return name, version.group(0) if version else None
+
+
+def fingerprint(meta: dict) -> dict:
+    """The comparability facts of a point, from its meta alone (so older metas get one when read).
+
+    `mpi_library` is the implementation's name: an MPI upgrade (a new `mpi_library_version`)
+    is what a comparison is for, a different implementation is not the same experiment.
+    """
+    name, version = mpi_library_name(meta.get("mpi_library"))
+    packages = meta.get("packages") or {}
+    env = meta.get("environment") or {}
+    hosts = meta.get("nodes") or meta.get("hostnames") or ([meta["hostname"]] if meta.get("hostname") else [])
+    return {
+        "mpi_library": name,
+        "mpi_library_version": version,
+        "mpi_version": meta.get("mpi_version"),
+        "mpi_thread_level": meta.get("mpi_thread_level"),
+        "packages": {k: packages.get(k) for k in FINGERPRINT_PACKAGES},
+        "hosts": sorted(set(hosts)),
+        "cpu_model": meta.get("cpu_model"),
+        "page_size": meta.get("page_size"),
+        "transparent_hugepage": meta.get("transparent_hugepage"),
+        "env": {k: v for k, v in sorted(env.items())
+                if k.startswith(FINGERPRINT_ENV_PREFIXES) or k in FINGERPRINT_ENV_NAMES},
+    }
+
+
+class HostLoad:
+    """CPUs kept busy on this host by processes other than ours (and our descendants) from now to `finish`.
+
+    A benchmark beside another busy process measures both; compare warns when either side ran so.
+    Exact for the local profile (every rank descends from this process); under Slurm the ranks run
+    on other nodes and this only describes the submitting host.
+    """
+
+    def __init__(self):
+        self.start = (_host_busy_cpu_seconds(), _children_cpu_seconds(), os.times().elapsed)
+
+    def finish(self) -> dict | None:
+        busy0, ours0, t0 = self.start
+        busy1, ours1, t1 = _host_busy_cpu_seconds(), _children_cpu_seconds(), os.times().elapsed
+        if busy0 is None or busy1 is None or t1 <= t0:
+            return None
+        wall = t1 - t0
+        ours = (ours1 - ours0) / wall
+        busy = (busy1 - busy0) / wall
+        return {"cpus": os.cpu_count(), "busy_cpus": round(busy, 3), "campaign_cpus": round(ours, 3),
+                "other_cpus": round(max(busy - ours, 0.0), 3)}
+
+
+def _host_busy_cpu_seconds() -> float | None:
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    except (OSError, ValueError, IndexError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    # guest time is already inside user time
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def _children_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime

@@ -1,0 +1,105 @@
+"""Verdicts: how often they are wrong, how often they find a change, what they cost, and a real A/A and A/B.
+
+Run:
+  .venv/bin/python bench/verdict.py calibration            # synthetic lognormal records (about 30 s)
+  .venv/bin/python bench/verdict.py aa [CONFIG]            # CONFIG (default config/config.yaml) run twice
+  .venv/bin/python bench/verdict.py ab CONFIG NAME=VALUE   # run once plainly, once with an environment variable
+
+`calibration` prints, per repetitions n, noise CV and true change, the share of comparisons judged
+regressed or improved (the false-verdict rate when the change is 1.0, the detection rate otherwise)
+with the power of the t-test on log values at the same 1% level beside it (the best any test can do
+on lognormal data), and the cost of one comparison. `aa` and `ab` run real campaigns one after the
+other with `python -m movebench run` into a temporary folder and print the verdict counts and the
+CPUs other processes kept busy meanwhile (on a shared machine that load moves figures by more
+than any threshold; quote A/A results only from a quiet machine).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def calibration(trials: int = 2000) -> None:
+    from scipy import stats
+
+    from movebench.core.verdict import compare_samples, verdict
+
+    print(f"{'n':>3} {'CV':>5} {'change':>7} {'verdicts':>9} {'t-test':>7}  (share of {trials} comparisons "
+          "judged regressed/improved; t-test: its power at 1%)")
+    for n in (6, 10, 20, 40):
+        for cv in (0.05, 0.10, 0.20):
+            sigma = math.sqrt(math.log(1 + cv**2))
+            for factor in (1.0, 1.05, 1.10, 1.20):
+                rng = np.random.default_rng(1)
+                base = rng.lognormal(0, sigma, (trials, n))
+                new = rng.lognormal(0, sigma, (trials, n)) * factor
+                hits = sum(verdict(compare_samples(b, x), "lower") in ("regressed", "improved")
+                           for b, x in zip(base, new, strict=True))
+                oracle = np.mean(stats.ttest_ind(np.log(new), np.log(base), axis=1).pvalue < 0.01)
+                print(f"{n:>3} {cv:>5.2f} {factor:>7.2f} {hits / trials:>9.3f} {oracle:>7.3f}")
+    rng = np.random.default_rng(2)
+    for n in (10, 40):
+        pairs = [(rng.lognormal(0, 0.1, n), rng.lognormal(0, 0.1, n)) for _ in range(5000)]
+        t0 = time.perf_counter()
+        for b, x in pairs:
+            verdict(compare_samples(b, x), "lower")
+        print(f"one comparison at n = {n}: {(time.perf_counter() - t0) / len(pairs) * 1e6:.0f} us")
+
+
+def _run(config: dict, results: Path, env: dict | None = None) -> dict:
+    config = {**config, "campaign": {**config["campaign"], "results_dir": str(results)}}
+    path = results.with_suffix(".yaml")
+    path.write_text(yaml.safe_dump(config))
+    t0 = time.time()
+    proc = subprocess.run([sys.executable, "-m", "movebench", "--configfile", str(path), "run"], cwd=ROOT,
+                          env={**os.environ, **(env or {})}, capture_output=True, text=True)
+    info = json.loads((results / "campaign_run.json").read_text())
+    print(f"  {results.name}: {time.time() - t0:.0f} s, snakemake exit {proc.returncode}, "
+          f"host load {info['host_load']}", flush=True)
+    return info
+
+
+def campaigns(config_path: str, env: dict | None) -> None:
+    from movebench import compare
+
+    config = yaml.safe_load(Path(config_path).read_text())
+    with tempfile.TemporaryDirectory(prefix="movebench-verdict-") as tmp:
+        a, b = Path(tmp) / "a", Path(tmp) / "b"
+        print(f"{config_path}: A" + (f", then B with {env}" if env else ", then the same again (A/A)"))
+        _run(config, a)
+        _run(config, b, env)
+        frame = compare.compare(a, b)
+        for line in compare.summary_lines(frame):
+            print("  " + line)
+        counts = frame.groupby(["family", "verdict"]).size().unstack(fill_value=0)
+        print(counts.to_string())
+
+
+def main(argv) -> int:
+    if not argv or argv[0] == "calibration":
+        calibration()
+    elif argv[0] == "aa":
+        campaigns(argv[1] if len(argv) > 1 else str(ROOT / "config" / "config.yaml"), None)
+    elif argv[0] == "ab" and len(argv) == 3 and "=" in argv[2]:
+        name, _, value = argv[2].partition("=")
+        campaigns(argv[1], {name: value})
+    else:
+        print(__doc__)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -6,6 +6,8 @@ PROFILE ?= local
 CONFIG ?= config/config.yaml
 PYTEST_ARGS ?=
 PLAN_ARGS ?=
+NODES ?= 2
+LINK ?=
 
 .PHONY: help install system-deps run dry-run plan test test-fast bench lint format slurm-up slurm-down clean
 
@@ -54,8 +56,8 @@ format: install  ## apply snakefmt and ruff's fixes
 	$(VENV)/bin/snakefmt Snakefile workflow/rules
 	$(VENV)/bin/ruff check --fix src tests scripts bench
 
-slurm-up: install  ## start the local two-node Slurm test cluster (installs slurm-wlm and munge when missing)
-	$(PY) -m movebench.testcluster up
+slurm-up: install  ## start the local Slurm test cluster: NODES=2 namespaces as hosts, LINK="rate=5gbit" shapes links
+	$(PY) -m movebench.testcluster up --nodes "$(NODES)" --link "$(LINK)"
 
 slurm-down:  ## stop the local Slurm test cluster
 	$(PY) -m movebench.testcluster down

@@ -11,8 +11,8 @@ Layout (addresses from 198.18.0.0/24, a block of the benchmarking range 198.18.0
   or bridge hook of the host, and the host takes part only through its veth ``movebench0``.
 - No namespace has a default route: each knows only the connected /24, and nothing is forwarded.
 - No IPv6 (no link-local addresses either: ``addrgenmode none``), so nothing solicits routers.
-- Name resolution: ``/etc/netns/<namespace>/{hosts,resolv.conf,nsswitch.conf}``, bind-mounted over
-  /etc (as ``ip netns exec`` does): every node name in hosts, ``hosts: files`` only, and a
+- Name resolution: ``/etc/netns/<namespace>/{hosts,resolv.conf,nsswitch.conf}`` (and a machine-id),
+  bind-mounted over /etc (as ``ip netns exec`` does): every node name in hosts, ``hosts: files`` only, and a
   resolver on the node's own loopback in case a program reads resolv.conf itself.
 - A node's processes are started in the node's network namespace and new UTS and mount namespaces
   (``node_prefix``) and see the node's host name, its /etc files and a /dev/shm (tmpfs) of their own;
@@ -31,6 +31,7 @@ import shutil
 import signal
 import subprocess
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -224,6 +225,7 @@ def create(nodes: list[str]) -> dict:
             (etc / "hosts").write_text(hosts_text(nodes))
             (etc / "resolv.conf").write_text(RESOLV_TEXT)
             (etc / "nsswitch.conf").write_text(nsswitch_text())
+            (etc / "machine-id").write_text(f"{uuid.uuid4().hex}\n")
             _ip("link", "add", NODE_IF, "netns", ns, "type", "veth", "peer", "name", node, "netns", SWITCH_NS)
             _ip_batch(["link set lo up", f"link set {NODE_IF} addrgenmode none",
                        f"addr add {node_addr(node)}/{BLOCK.prefixlen} dev {NODE_IF}", f"link set {NODE_IF} up"],
@@ -311,25 +313,37 @@ def set_link_state(node: str, up: bool) -> None:
 
 def apply_link(nodes: list[str], shape: LinkShape | None) -> None:
     """Shape (or with None: unshape) both directions of every node's link: tbf on the node's eth0 (what it
-    sends) and on its switch port (what it receives); netem under the tbf for a delay, when the kernel has it."""
+    sends) and on its switch port (what it receives); netem above the tbf for a delay, when the kernel has it."""
+    check_link(shape)
     for node in nodes:
         for ns, dev in ((node_ns(node), NODE_IF), (SWITCH_NS, node)):
             _run("tc", "-n", ns, "qdisc", "del", "dev", dev, "root", check=False)
             if shape is None:
                 continue
             if shape.delay_s is not None:
-                r = _run("tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "handle", "1:", "netem", "delay",
-                         f"{shape.delay_s * 1e6:.0f}us", check=False)  # fmt: skip
-                if r.returncode != 0:
-                    _run("tc", "-n", ns, "qdisc", "del", "dev", dev, "root", check=False)
-                    raise NetworkError(f"LINK delay={shape.delay_s * 1e6:g}us: this kernel cannot delay packets "
-                                       f"(tc netem: {r.stderr.strip()}; CONFIG_NET_SCH_NETEM is needed); "
-                                       "leave delay out, rate= works with tbf alone")  # fmt: skip
+                _run("tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "handle", "1:", "netem", "delay",
+                     f"{shape.delay_s * 1e6:.0f}us")  # fmt: skip
                 if shape.rate_bps is not None:
                     _run("tc", "-n", ns, "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:",
                          *shape.tbf_args())  # fmt: skip
             elif shape.rate_bps is not None:
                 _run("tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "handle", "1:", *shape.tbf_args())
+
+
+def check_link(shape: LinkShape | None) -> None:
+    """Refuse, before anything is built or stopped, a shape this kernel cannot make (netem for a delay)."""
+    if shape is None or shape.delay_s is None:
+        return
+    probe = f"{NS_PREFIX}probe"
+    _ip("netns", "add", probe)
+    try:
+        r = _run("tc", "-n", probe, "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1us", check=False)
+    finally:
+        _ip("netns", "del", probe, check=False)
+    if r.returncode != 0:
+        raise NetworkError(f"LINK delay={shape.delay_s * 1e6:g}us: this kernel cannot delay packets (tc netem: "
+                           f"{r.stderr.strip()}; CONFIG_NET_SCH_NETEM is needed); leave delay out, rate= works with "
+                           "tbf alone")  # fmt: skip
 
 
 def link_qdiscs(node: str) -> str:
@@ -341,15 +355,18 @@ def link_qdiscs(node: str) -> str:
 
 # --------------------------------------------------------------------------- running on a node
 
-# Runs as `sh -c SCRIPT sh <host name> <etc dir> <spare dir> <program> <args...>` inside the node's network
-# namespace and fresh UTS and mount namespaces. What `ip netns exec` would do (its /etc files bind-mounted over
-# /etc, a sysfs that shows the node's own network devices) but keeping the host's cgroup mounts, without which
-# slurmd does not start ("No filesystem mounted on /sys/fs/cgroup": `ip netns exec` drops every mount under /sys);
-# and a host name and a /dev/shm of the node's own.
+# Runs as `sh -c SCRIPT sh <host name> <etc dir> <spare dir> <boot id file> <program> <args...>` inside the
+# node's network namespace and fresh UTS, IPC and mount namespaces. What `ip netns exec` would do (its /etc files
+# bind-mounted over /etc, a sysfs that shows the node's own network devices) but keeping the host's cgroup mounts,
+# without which slurmd does not start ("No filesystem mounted on /sys/fs/cgroup": `ip netns exec` drops every
+# mount under /sys); and a host name, a /dev/shm and a boot id of the node's own. The boot id is how Dragon
+# (its host_id) and UCX (its system id) tell hosts apart: with the host's one, both take every node for the same
+# host (Dragon's n1 then binds n2's address; UCX moves "inter-node" messages through shared memory).
 _NODE_SCRIPT = """
 set -e
 hostname "$1"
 for f in "$2"/*; do mount --bind "$f" "/etc/${f##*/}"; done
+mount --bind "$4" /proc/sys/kernel/random/boot_id
 mount -t tmpfs -o mode=1777,nosuid,nodev movebench-shm /dev/shm
 if mountpoint -q /sys/fs/cgroup; then
     mount --rbind /sys/fs/cgroup "$3"
@@ -359,17 +376,21 @@ if mountpoint -q /sys/fs/cgroup; then
 else
     mount -t sysfs movebench-sysfs /sys
 fi
-shift 3
+shift 4
 exec "$@"
 """
 
 
-def node_prefix(node: str, spare_dir: Path) -> list[str]:
-    """Command prefix that starts a program as node `node`: its network, its host name, its /etc/hosts, its
-    /dev/shm. `spare_dir` is an empty directory of the host's (a mount point for a moment)."""
+def node_prefix(node: str, run_dir: Path) -> list[str]:
+    """Command prefix that starts a program as node `node`: its network, its host name, its /etc files, its
+    /dev/shm, a boot id of its own. `run_dir` (the cluster's) gets the boot id file and a spare mount point."""
+    spare = run_dir / f"mnt.{node}"
+    spare.mkdir(parents=True, exist_ok=True)
+    boot_id = run_dir / f"boot_id.{node}"
+    boot_id.write_text(f"{uuid.uuid4()}\n")
     return ["nsenter", f"--net={NETNS_RUN / node_ns(node)}", "--", "unshare", "--uts", "--ipc", "--mount",
             "--propagation", "slave", "--", "sh", "-c", _NODE_SCRIPT, "sh", node, str(NETNS_ETC / node_ns(node)),
-            str(spare_dir)]  # fmt: skip
+            str(spare), str(boot_id)]  # fmt: skip
 
 
 def enter_prefix(pid: int) -> list[str]:

@@ -394,7 +394,10 @@ SlurmctldDebug=info
 SlurmdDebug=info
 TmpFS={r}/tmp
 ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+# task/affinity so that `srun --cpu_bind=none` (Dragon starts its back ends so) is accepted; no binding
+# by default: every node has the same two CPUs of this host
+TaskPlugin=task/affinity
+TaskPluginParam=None
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
@@ -421,7 +424,7 @@ SlurmdTimeout={SLURMD_TIMEOUT_S}
 MessageTimeout=10
 {node_lines}
 PartitionName={PARTITION} Nodes={",".join(self.nodes)} Default=YES MaxTime=INFINITE \
-    MaxNodes={len(self.nodes)} State=UP OverSubscribe=NO
+    MaxNodes={len(self.nodes)} State=UP OverSubscribe=EXCLUSIVE
 """
 
     def node_conf(self, node: str) -> Path:
@@ -502,6 +505,10 @@ PartitionName={PARTITION} Nodes={",".join(self.nodes)} Default=YES MaxTime=INFIN
             ensure_installed(log=self._log)
         if os.geteuid() != 0:
             raise SlurmClusterError("LocalSlurmCluster runs its daemons as root (SlurmUser=root); run as root")
+        try:
+            netns.check_link(self.link)
+        except NetworkError as e:
+            raise SlurmClusterError(str(e)) from None
         state = self._load_state()
         if self.is_running() and state.get("nodes") == self.nodes:
             self._log(f"already running (state dir {self.root})")
@@ -558,10 +565,8 @@ PartitionName={PARTITION} Nodes={",".join(self.nodes)} Default=YES MaxTime=INFIN
 
     def _start_slurmd(self, node: str) -> None:
         exe = shutil.which("slurmd", path=_sbin_path()) or "slurmd"
-        spare = self.root / "run" / f"mnt.{node}"
-        spare.mkdir(parents=True, exist_ok=True)
-        self._start_daemon([*netns.node_prefix(node, spare), exe, "-f", str(self.node_conf(node)), "-N", node],
-                           f"slurmd.{node}")  # fmt: skip
+        argv = [exe, "-f", str(self.node_conf(node)), "-N", node]
+        self._start_daemon([*netns.node_prefix(node, self.root / "run"), *argv], f"slurmd.{node}")
 
     def _start_munged(self) -> None:
         m = self.munge_dir

@@ -38,7 +38,7 @@ test: install system-deps  ## the whole test suite: unit, MPI, pipeline, browser
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 test-fast: install  ## unit tests only
-	$(VENV)/bin/pytest -m "not mpi and not pipeline and not browser and not slurm and not dragon and not azurite" $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -m "not mpi and not pipeline and not browser and not slurm and not netns and not dragon and not azurite" $(PYTEST_ARGS)
 
 bench: install system-deps  ## the benchmarks quoted in the closing notes (about 30 minutes)
 	$(PY) bench/shuffle.py

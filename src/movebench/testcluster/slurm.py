@@ -323,6 +323,19 @@ class LocalSlurmCluster:
         """The node's own /dev/shm, seen from the host (through its slurmd's mount namespace)."""
         return Path(f"/proc/{self.node_pid(node)}/root/dev/shm")
 
+    def node_processes(self, node: str) -> dict[int, str]:
+        """PID -> command line of every process on the node but its slurmd (job steps, their tasks, leftovers)."""
+        slurmd = _read_pid(self._pidfiles()[f"slurmd.{node}"])
+        found = {}
+        for pid in netns.namespace_pids(netns.node_ns(node)):
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if pid != slurmd and cmdline:
+                found[pid] = cmdline.strip()
+        return found
+
     def set_link(self, link: str | LinkShape | None) -> LinkShape | None:
         """Shape every node's link now (None: unshaped). Running jobs feel it at once."""
         try:
@@ -418,6 +431,9 @@ MinJobAge={MIN_JOB_AGE_S}
 # of an earlier cluster made the next job with the same id fail in MPI_Init.
 FirstJobId={first_job_id(time.time())}
 KillWait=5
+# A job whose node fails ends NODE_FAIL instead of going back to the queue, where it would wait for the node
+# (Snakemake would see a PENDING job for as long as the node is down).
+JobRequeue=0
 InactiveLimit=0
 SlurmctldTimeout=30
 SlurmdTimeout={SLURMD_TIMEOUT_S}
@@ -443,12 +459,7 @@ PartitionName={PARTITION} Nodes={",".join(self.nodes)} Default=YES MaxTime=INFIN
         if self.conf_path.exists() or self.conf_path.is_symlink():
             current = self.conf_path.read_text(errors="replace") if self.conf_path.exists() else ""
             if current.startswith(MARKER):
-                other = Path(current.splitlines()[0][len(MARKER) :].strip())
-                if other != self.root and LocalSlurmCluster(other, install=False).running_daemons()["slurmctld"]:
-                    raise SlurmClusterError(
-                        f"another movebench Slurm cluster (state dir {other}) owns {self.conf_path}; "
-                        f"stop it first: python -m movebench.testcluster down --dir {other}"
-                    )
+                self._refuse_if_another_runs()
                 # stale file of ours: overwrite, the real backup (if any) is already saved
             elif not self.backup_path.exists():
                 os.replace(self.conf_path, self.backup_path)
@@ -456,6 +467,20 @@ PartitionName={PARTITION} Nodes={",".join(self.nodes)} Default=YES MaxTime=INFIN
         tmp = self.conf_path.with_name(self.conf_path.name + ".movebench-tmp")
         tmp.write_text(text)
         os.replace(tmp, self.conf_path)
+
+    def _refuse_if_another_runs(self) -> None:
+        """One cluster per host (it owns /etc/slurm/slurm.conf and the namespaces' names): refuse to touch
+        anything while another state directory's cluster runs."""
+        try:
+            first = self.conf_path.read_text(errors="replace").splitlines()[0]
+        except (OSError, IndexError):
+            return
+        if not first.startswith(MARKER):
+            return
+        other = Path(first[len(MARKER) :].strip())
+        if other != self.root and any(LocalSlurmCluster(other, install=False).running_daemons().values()):
+            raise SlurmClusterError(f"another movebench Slurm cluster (state dir {other}) runs on this host; "
+                                    f"stop it first: python -m movebench.testcluster down --dir {other}")  # fmt: skip
 
     def _restore_conf(self) -> None:
         try:
@@ -509,6 +534,7 @@ PartitionName={PARTITION} Nodes={",".join(self.nodes)} Default=YES MaxTime=INFIN
             netns.check_link(self.link)
         except NetworkError as e:
             raise SlurmClusterError(str(e)) from None
+        self._refuse_if_another_runs()
         state = self._load_state()
         if self.is_running() and state.get("nodes") == self.nodes:
             self._log(f"already running (state dir {self.root})")
@@ -637,6 +663,24 @@ PartitionName={PARTITION} Nodes={",".join(self.nodes)} Default=YES MaxTime=INFIN
         self._wait(lambda: self.node_states().get(node, "").rstrip("*~#") == "idle", time.monotonic(),
                    f"node {node} idle again", timeout=timeout)  # fmt: skip
 
+    def restart(self, nodes: int | None = None) -> LocalSlurmCluster:
+        """Stop, then start again (with `nodes` nodes when given), keeping the link shape."""
+        self.stop()
+        if nodes is not None:
+            self.nodes = netns.node_names(read_nodes(nodes))
+        return self.start()
+
+    @contextmanager
+    def resized(self, nodes: int):
+        """``with cluster.resized(4): ...``: the cluster restarted with `nodes` nodes inside the block, then
+        restarted with as many as before (jobs of either are lost)."""
+        before = len(self.nodes)
+        self.restart(nodes)
+        try:
+            yield self
+        finally:
+            self.restart(before)
+
     def stop(self, timeout: float = 20.0, quiet: bool = False) -> float:
         """Cancel all jobs, stop every daemon by pid, kill what is left in the nodes' namespaces by pid,
         remove the namespaces and links by name, restore /etc/slurm/slurm.conf, remove the state folder.
@@ -649,14 +693,19 @@ PartitionName={PARTITION} Nodes={",".join(self.nodes)} Default=YES MaxTime=INFIN
         pids = {name: (pid if _pid_alive(pid := _read_pid(path)) else None)
                 for name, path in self._pidfiles(nodes).items()}  # fmt: skip
         if pids.get("slurmctld"):
-            self.run("scancel", "--full", "--user", "root", check=False, timeout=15)
-            # give running steps a moment to go away
-            end = time.monotonic() + 10
-            while time.monotonic() < end:
-                r = self.run("squeue", "-h", "-t", "RUNNING,COMPLETING,PENDING,CONFIGURING", check=False, timeout=10)
-                if r.returncode != 0 or not r.stdout.strip():
-                    break
-                time.sleep(0.2)
+            try:
+                self.run("scancel", "--full", "--user", "root", check=False, timeout=15)
+                # give running steps a moment to go away
+                end = time.monotonic() + 10
+                while time.monotonic() < end:
+                    r = self.run("squeue", "-h", "-t", "RUNNING,COMPLETING,PENDING,CONFIGURING", check=False,
+                                 timeout=10)  # fmt: skip
+                    if r.returncode != 0 or not r.stdout.strip():
+                        break
+                    time.sleep(0.2)
+            except subprocess.TimeoutExpired:
+                # slurmctld busy with an unreachable node (a crashed one): what is left is killed below
+                self._log("scancel/squeue did not answer; stopping the daemons anyway")
         for pid in pids.values():  # slurmd first, munged last
             if pid:
                 _terminate(pid, timeout)

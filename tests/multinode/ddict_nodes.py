@@ -1,11 +1,11 @@
 """A DDict across the nodes of a Dragon run, for the namespace cluster's tests: run as
 
-    dragon -t tcp -N 2 python tests/dragon/ddict_nodes.py [--managers-per-node 1] [--clients-per-node 1]
+    dragon -t tcp -N 2 python tests/multinode/ddict_nodes.py [--managers-per-node 1] [--clients-per-node 1]
 
 Managers on every node (DDict(managers_per_node, nodes, ...)), clients placed on every node by host name.
 Each client puts its keys, waits for all the others, then gets every other client's keys and checks each value
 byte for byte. Prints one JSON line: where the head, the managers and the clients ran (host name and address),
-how many gets came back right, and Dragon's view of the nodes.
+how many gets came back right, which transport agent ran on each client's node, and Dragon's view of the nodes.
 """
 
 import argparse
@@ -21,6 +21,23 @@ VALUE_BYTES = 4096
 def here() -> dict:
     host = socket.gethostname()
     return {"host": host, "addr": socket.gethostbyname(host), "pid": os.getpid()}
+
+
+def transport_agents() -> list[str]:
+    """Dragon's transport agents on this node: `dragon-tcp` without --infrastructure (that one is the overlay
+    network), or `dragon-hsta`. Nodes share this host's /proc, so only processes in this node's network namespace."""
+    mine = os.readlink("/proc/self/ns/net")
+    found = []
+    for entry in os.scandir("/proc"):
+        try:
+            if not entry.name.isdigit() or os.readlink(f"/proc/{entry.name}/ns/net") != mine:
+                continue
+            cmd = open(f"/proc/{entry.name}/cmdline", "rb").read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if "dragon-hsta" in " ".join(cmd) or ("dragon-tcp" in cmd and "--infrastructure" not in cmd):
+            found.append("dragon-hsta" if "dragon-hsta" in " ".join(cmd) else "dragon-tcp")
+    return sorted(found)
 
 
 def value(client: int, key: int) -> bytes:
@@ -41,7 +58,7 @@ def client_main(ddict, me, clients, keys, barrier, results):
                     right += 1
                 else:
                     wrong += 1
-        results.put({"client": me, **here(), "gets_right": right, "gets_wrong": wrong})
+        results.put({"client": me, **here(), "gets_right": right, "gets_wrong": wrong, "agents": transport_agents()})
     except BaseException as exc:  # said, so that the head does not wait for a dead client
         results.put({"client": me, **here(), "error": f"{type(exc).__name__}: {exc}"})
         raise
@@ -80,8 +97,7 @@ def main() -> int:
     finally:
         ddict.destroy()
     print(json.dumps({"head": here(), "nodes": [{"host": n.hostname, "addrs": list(n.ip)} for n in nodes],
-                      "managers": managers, "clients": reports,
-                      "transport": os.environ.get("DRAGON_TRANSPORT_AGENT")}), flush=True)
+                      "managers": managers, "clients": reports}), flush=True)
     return 0 if all("error" not in r and r["gets_wrong"] == 0 for r in reports) else 1
 
 

@@ -767,13 +767,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("action", choices=["up", "down", "status", "install"])
     p.add_argument("--dir", default=None, help="state directory (default $MOVEBENCH_SLURM_DIR or /tmp/movebench-slurm)")
     p.add_argument("--nodes", default=None, help=f"number of nodes n1..nN (default {DEFAULT_NODES})")
-    p.add_argument("--link", default=None, help=f"shape every node's link: {netns.LINK_HELP}")
+    p.add_argument("--link", default=None, help=f"shape every node's link: {netns.LINK_HELP}; \"\" unshaped "
+                   "(default: as the running cluster has it)")
     p.add_argument("--cpus-per-node", type=int, default=2)
     p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the nodes to become idle")
     a = p.parse_args(argv)
     try:
         nodes = None if a.nodes in (None, "") else read_nodes(a.nodes)
-        c = LocalSlurmCluster(a.dir, nodes=nodes, link=a.link or None, cpus_per_node=a.cpus_per_node,
+        c = LocalSlurmCluster(a.dir, nodes=nodes, link=a.link, cpus_per_node=a.cpus_per_node,
                               start_timeout=a.timeout)  # fmt: skip
         if a.action == "install":
             print("installed" if ensure_installed() else "already installed")

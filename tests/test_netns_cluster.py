@@ -274,7 +274,8 @@ def test_dragon_ddict_across_two_nodes_over_tcp_leaves_nothing_behind(slurm_clus
     # The program runs on Dragon's primary node: the one with the smallest host_id (from its boot id), which
     # need not be the batch script's node n1.
     assert result["head"]["host"] in ("n1", "n2")
-    assert [(n["host"], n["addrs"]) for n in result["nodes"]] == [("n1", ["198.18.0.11"]), ("n2", ["198.18.0.12"])]
+    seen = sorted((n["host"], n["addrs"]) for n in result["nodes"])
+    assert seen == [("n1", ["198.18.0.11"]), ("n2", ["198.18.0.12"])]
     assert sorted(m["host"] for m in result["managers"]) == ["n1", "n2"]
     clients = result["clients"]
     assert sorted((c["host"], c["addr"]) for c in clients) == [("n1", "198.18.0.11"), ("n2", "198.18.0.12")]

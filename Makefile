@@ -10,6 +10,8 @@ CONFIG_ARG := $(if $(CONFIG),--configfile $(CONFIG))
 ARGS ?=
 PYTEST_ARGS ?=
 PLAN_ARGS ?=
+NODES ?= 2
+LINK ?=
 
 .PHONY: help install system-deps run dry-run plan test test-fast bench lint format slurm-up slurm-down clean
 
@@ -40,7 +42,7 @@ test: install system-deps  ## the whole test suite: unit, MPI, pipeline, browser
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 test-fast: install  ## unit tests only
-	$(VENV)/bin/pytest -m "not mpi and not pipeline and not browser and not slurm and not dragon and not azurite" $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -m "not mpi and not pipeline and not browser and not slurm and not netns and not dragon and not azurite" $(PYTEST_ARGS)
 
 bench: install system-deps  ## the benchmarks quoted in the closing notes (about 30 minutes)
 	$(PY) bench/shuffle.py
@@ -58,8 +60,8 @@ format: install  ## apply snakefmt and ruff's fixes
 	$(VENV)/bin/snakefmt Snakefile workflow/rules
 	$(VENV)/bin/ruff check --fix src tests scripts bench
 
-slurm-up: install  ## start the local two-node Slurm test cluster (installs slurm-wlm and munge when missing)
-	$(PY) -m movebench.testcluster up
+slurm-up: install  ## start the local Slurm test cluster: NODES=2 namespaces as hosts, LINK="rate=5gbit" shapes links
+	$(PY) -m movebench.testcluster up --nodes "$(NODES)" --link "$(LINK)"
 
 slurm-down:  ## stop the local Slurm test cluster
 	$(PY) -m movebench.testcluster down

@@ -80,14 +80,25 @@ def _running_slurm_cluster():
 
 @pytest.fixture(scope="session")
 def slurm_cluster():
-    """The local two-node Slurm cluster (n1, n2) for the whole session: reused when already up, else started here."""
+    """The local Slurm test cluster for the whole session: reused when already up, else started here with 2 nodes.
+
+    Its nodes n1, n2 are hosts of their own (network namespaces on 198.18.0.0/24, see docs/slurm-test-cluster.md).
+    Tests that need more: `with slurm_cluster.resized(4):`, shaped links: `with slurm_cluster.shaped("rate=1gbit"):`.
+    """
     from movebench.testcluster.slurm import LocalSlurmCluster, missing_binaries
 
     if os.geteuid() != 0 and missing_binaries():
         pytest.skip("Slurm is not installed and installing it (apt-get) needs root")
     existing = _running_slurm_cluster()
     if existing is not None:
-        yield existing
+        # the tests are written for 2 nodes and unshaped links: a `make slurm-up NODES=4 LINK=...` cluster is
+        # made so for the session and put back as it was after
+        if len(existing.nodes) == 2:
+            with existing.shaped(None):
+                yield existing
+        else:
+            with existing.resized(2), existing.shaped(None):
+                yield existing
         return
     root = Path(tempfile.mkdtemp(prefix="movebench-slurm-test-"))
     cluster = LocalSlurmCluster(root)

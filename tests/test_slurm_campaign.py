@@ -258,7 +258,7 @@ KV_ONE_NODE = {
 
 @pytest.mark.dragon
 def test_a_one_node_dragon_point_runs_in_its_allocation_without_an_srun_around_it(slurm_cluster, tmp_path):
-    # Multi-node Dragon cannot run on this one-host cluster (docs/slurm.md says why); one node can.
+    # One node through the profile; Dragon across two nodes: tests/test_netns_cluster.py.
     pytest.importorskip("dragon")
     write_config(tmp_path, KV_ONE_NODE)
     proc, took = run_snakemake(tmp_path, slurm_client_env(slurm_cluster))

@@ -271,7 +271,7 @@ def test_references_cross_checks():
     assert lines == [
         "  references[0].study = 'nowhere': not a key of `studies`: s",
         "  references[1].id = 'r': already used by an earlier reference: ids must be unique",
-        "  references[1].family = 'teleport': must be one of bcast, io, kv, shuffle",
+        "  references[1].family = 'teleport': must be one of bcast, calibration, io, kv, shuffle",
         "  references[2] = {variant: uni, ratio: {numerator: bidi, denominator: uni}}: give `variant` (a metric of "
         "one variant) or `ratio` (two variants' medians), not both",
         "  references[3] = {}: give `variant` (a metric of one variant) or `ratio` (two variants' medians), "

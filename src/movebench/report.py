@@ -295,6 +295,7 @@ def summary_table(name: str, section: dict) -> dict | None:
 
 
 def _key_cell(value, size: bool = False) -> str:
+    value = value.item() if hasattr(value, "item") else value  # numpy scalars from the summary
     if isinstance(value, float):
         if pd.isna(value):
             return ""

@@ -81,7 +81,7 @@ def headlines(table, summary) -> list[tuple[str, str]]:
         out.append((f"memcpy: {int(row['ranks'])} processes copy {median_text(row, 'B/s')} at "
                     f"{format_size(int(row['size']))}", "info"))
     fio = bw[bw["probe"] == "fio"]
-    for pattern, part in fio.groupby("pattern", sort=True):
+    for pattern, part in (fio.groupby("pattern", sort=True) if len(fio) else ()):
         row = part.loc[part["size_per_proc"].idxmax()]
         out.append((f"fio {pattern}: {int(row['ranks'])} jobs write {median_text(row, 'MiB/s')} at "
                     f"{format_size(int(row['size_per_proc']))} per job", "info"))

@@ -42,17 +42,25 @@ def figure_uri(fig) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
+#: `html_table`'s unit for byte counts that name a point (a message or value size): shown as 4KiB, 1MiB.
+SIZE = "size"
+
+
 def html_table(frame: pd.DataFrame, float_format=None, classes="data", units: dict | None = None) -> str:
     """A DataFrame as an HTML table: three significant digits, no exponents.
 
     `units` maps a column of SI values to its unit ("B/s", "s", "B", or a display unit such as
     "MiB/s"): the column is shown in the unit that suits its values, named in its header
-    ("bandwidth (GB/s)"). The tables on disk keep the SI values.
+    ("bandwidth (GB/s)"); `SIZE` shows byte counts as sizes (4KiB). The tables on disk keep the
+    SI values.
     """
     frame = frame.copy()
     renames = {}
     for column, unit in (units or {}).items():
         if column not in frame:
+            continue
+        if unit == SIZE:
+            frame[column] = [_key_cell(v, size=True) for v in frame[column]]
             continue
         values = pd.to_numeric(frame[column], errors="coerce")
         label, factor = units_.choose(unit, values.dropna().tolist())

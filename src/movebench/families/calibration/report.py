@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from movebench.core import units
 from movebench.core.sizes import format_size
-from movebench.report import figure_uri, html_table, median_of, plotting
+from movebench.report import SIZE, figure_uri, html_table, median_of, plotting
 
 
 def provide_bounds(summary, points) -> list[dict]:
@@ -55,14 +56,15 @@ def context(table, summary, campaign):
             memcpy[["ranks", "size", "n", "median", "ci_low", "ci_high"]].rename(columns={
                 "ranks": "processes", "size": "bytes per copy", "median": "bandwidth", "ci_low": "CI low",
                 "ci_high": "CI high"}),
-            units={"bandwidth": "B/s", "CI low": "B/s", "CI high": "B/s", "bytes per copy": "B"})
+            units={**dict.fromkeys(("bandwidth", "CI low", "CI high"), units.choose("B/s", memcpy["median"])[0]),
+                   "bytes per copy": SIZE})
     fio = bw[bw["probe"] == "fio"]
     if len(fio):
         ctx["fio"] = html_table(
             fio[["pattern", "ranks", "size_per_proc", "n", "median", "ci_low", "ci_high"]].rename(columns={
                 "ranks": "jobs", "size_per_proc": "size per job", "median": "bandwidth", "ci_low": "CI low",
                 "ci_high": "CI high"}),
-            units={"bandwidth": "MiB/s", "CI low": "MiB/s", "CI high": "MiB/s", "size per job": "B"})
+            units={**dict.fromkeys(("bandwidth", "CI low", "CI high"), "MiB/s"), "size per job": SIZE})
     return ctx
 
 

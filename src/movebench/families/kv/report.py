@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from movebench.bounds import copiers
 from movebench.core.sizes import format_size
-from movebench.report import bound_line, figure_uri, html_table, median_of, plotting, ratio, ratio_text
+from movebench.report import SIZE, bound_line, figure_uri, html_table, median_of, plotting, ratio, ratio_text
 
 OPERATIONS = ("put", "batch_put", "get", "frozen_get")
 
@@ -54,13 +54,13 @@ def context(table, summary, campaign):
                ylabel="speed-up (ratio of median bandwidths)")
         ax.axhline(1.0, color="grey", lw=0.8, ls="--")
         ctx["figures"].append(("Batched vs unbatched puts and frozen vs unfrozen gets", figure_uri(fig)))
-        ctx["ratios"] = html_table(ratios, units={"value_size": "B"})
+        ctx["ratios"] = html_table(ratios, units={"value_size": SIZE})
     measured = table[~table["warmup"] & table["ok"]] if len(table) else table
     cols = [c for c in ("dragon_startup_s", "ddict_create_s", "clients_start_s") if c in measured]
     if cols:
         start = measured.groupby(["variant", "nodes", "clients_per_node", "managers_per_node", "value_size"],
                                  as_index=False)[cols].median()
-        ctx["startup"] = html_table(start, units={c: "s" for c in cols} | {"value_size": "B"})
+        ctx["startup"] = html_table(start, units={c: "s" for c in cols} | {"value_size": SIZE})
     return ctx
 
 

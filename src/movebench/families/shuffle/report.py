@@ -7,7 +7,17 @@ import numpy as np
 from movebench.bounds import copiers
 from movebench.core.sizes import format_size
 from movebench.core.units import sig
-from movebench.report import bound_line, figure_uri, html_table, median_of, median_text, plotting, ratio, ratio_text
+from movebench.report import (
+    SIZE,
+    bound_line,
+    figure_uri,
+    html_table,
+    median_of,
+    median_text,
+    plotting,
+    ratio,
+    ratio_text,
+)
 
 
 def derive(table):
@@ -69,7 +79,7 @@ def context(table, summary, campaign):
         ctx["shuffle_table"] = html_table(shuf.groupby(cols, as_index=False).agg(
             bandwidth=("bandwidth_Bps", "median"), partition=("partition_s", "median"),
             exchange=("exchange_s", "median"), imbalance=("imbalance", "median"), verified=("verified", "all")),
-            units={"message_size": "B", "bandwidth": "B/s", "partition": "s", "exchange": "s"})
+            units={"message_size": SIZE, "bandwidth": "B/s", "partition": "s", "exchange": "s"})
     return ctx
 
 

@@ -8,6 +8,7 @@ report says what it read, and reruns when the earlier campaign or the references
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 
@@ -65,14 +66,27 @@ def config_problems(config: dict) -> list[tuple[str, object, str]]:
     problems += _threshold_problems(campaign.get("compare_thresholds") or {})
     refs = references_file(campaign)
     if refs is not None:
-        try:
-            references.load(refs)
-        except references.ReferencesError as error:
-            for key, value, hint in error.problems:
-                where = "" if key == "(file)" else f" {key} = {value!r}:"
-                problems.append(("campaign.references", campaign.get("references", PUBLISHED),
-                                 f"{refs}:{where} {hint}"))
+        for key, value, hint in _reference_problems(str(refs), _mtime(refs)):
+            where = "" if key == "(file)" else f" {key} = {value!r}:"
+            problems.append(("campaign.references", campaign.get("references", PUBLISHED), f"{refs}:{where} {hint}"))
     return problems
+
+
+def _mtime(path: Path) -> int | None:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return None
+
+
+@functools.cache
+def _reference_problems(path: str, mtime: int | None) -> tuple:
+    """The references file's problems, checked once per version of the file (validation takes 0.2 s here)."""
+    try:
+        references.load(path)
+    except references.ReferencesError as error:
+        return tuple(error.problems)
+    return ()
 
 
 def _threshold_problems(given: dict) -> list:

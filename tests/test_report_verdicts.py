@@ -328,3 +328,22 @@ def test_compare_to_must_be_a_finished_campaign_other_than_this_one(tmp_path):
             config.validate({"campaign": {"name": "x", "results_dir": str(tmp_path / "results"),
                                           "compare_to": str(folder)}})
         assert hint in error.value.message()
+
+
+def test_kv_is_bounded_by_the_memcpy_of_its_clients_and_managers(tmp_path):
+    def kv(operation, bandwidth, seed):
+        point = {"operation": operation, "nodes": 1, "clients_per_node": 2, "managers_per_node": 1,
+                 "value_size": 4 * KiB}
+        return records("kv", operation, point, noisy(bandwidth, seed=seed))
+
+    sections = {"calibration": section("calibration", memcpy(ranks=2, bandwidth=4e9) + memcpy(ranks=4, bandwidth=8e9)),
+                "kv": section("kv", kv("put", 1e8, 1) + kv("batch_put", 5e8, 2))}
+    html = report.render_html(campaign(tmp_path), sections)
+    bw = sections["kv"]["summary"].query("measure == 'bandwidth_Bps'").set_index("operation")
+    # 3 processes on a 2-CPU node copy at most as 2 do
+    assert bw.loc["put", "bound"] == "memcpy, 2 processes at 4KiB"
+    assert bw.loc["batch_put", "pct_of_bound"] == pytest.approx(12.5, rel=0.05)
+    assert 'id="kv-summary"' in html and "dashed: the points&#39; upper bound" in html
+    texts = [i["text"] for i in findings.build(sections, None, {})]
+    line = next(t for t in texts if t.startswith("kv: batch_put / put (aggregate bandwidth): 4KiB (1 node(s)): "))
+    assert float(re.search(r": ([\d.]+)x \[", line).group(1)) == pytest.approx(5, rel=0.05)

@@ -81,8 +81,8 @@ def _references(published: dict) -> list[dict]:
     if any(totals.values()):
         out.append({"level": "info", "link": "#" + (next(iter(published)) + "-published" if published else "top"),
                     "text": f"Published vs measured here: {totals['pass']} reproduced, {totals['fail']} not "
-                            f"reproduced, {totals['shown']} absolute figures shown beside ours, "
-                            f"{totals['not measured']} not measured by this campaign's points"})
+                            f"reproduced, {totals['shown']} absolute figure{'' if totals['shown'] == 1 else 's'} "
+                            f"shown beside ours, {totals['not measured']} not measured by this campaign's points"})
     return out
 
 

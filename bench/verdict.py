@@ -4,6 +4,14 @@ Run:
   .venv/bin/python bench/verdict.py calibration            # synthetic lognormal records (about 30 s)
   .venv/bin/python bench/verdict.py aa [CONFIG]            # CONFIG (default config/config.yaml) run twice
   .venv/bin/python bench/verdict.py ab CONFIG NAME=VALUE   # run once plainly, once with an environment variable
+  .venv/bin/python bench/verdict.py window [CONFIG|--small]  # the issue's benchmark: A, A again, and B with
+                                                           # shuffle window 1 instead of 64; A/A and A/B verdicts
+
+`window` runs CONFIG (default: the default campaign) twice and once more with shuffle's window 64
+replaced by 1, then prints the verdict counts per family of A/A and of A/B, the A/B matched with
+`--match-ignoring window=64:1` (BASE's window-64 points against NEW's window-1 points; every other
+family's points against themselves, as in A/A). `--small` runs a campaign of about a minute
+instead (shuffle uni and bidi at 4 KiB and 256 KiB, windows 1 and 64, with its memcpy bounds).
 
 `calibration` prints, per repetitions n, noise CV and true change, the share of comparisons judged
 regressed or improved (the false-verdict rate when the change is 1.0, the detection rate otherwise)
@@ -87,11 +95,56 @@ def campaigns(config_path: str, env: dict | None) -> None:
         print(counts.to_string())
 
 
+#: `window --small`: the issue's benchmark at a size that proves it works in about a minute per campaign.
+SMALL = {
+    "campaign": {"name": "verdict-small", "repetitions": 10, "warmups": 2, "timeout": 300},
+    "calibration": {"probes": ["memcpy"], "ranks": [2], "memcpy_sizes": ["4KiB", "256KiB"], "repetitions": 6,
+                    "warmups": 1},
+    "shuffle": {"patterns": ["uni", "bidi"], "ranks": [2], "nodes": [1], "message_sizes": ["4KiB", "256KiB"],
+                "windows": [1, 64], "iterations": "auto", "repetition_time": 0.1},
+}
+
+
+def window(config_path: str | None) -> None:
+    """A, A again, B with shuffle window 64 -> 1; the verdict counts of A/A and of A/B (matched ignoring window)."""
+    import copy
+
+    from movebench import compare
+
+    config = SMALL if config_path is None else yaml.safe_load(Path(config_path).read_text())
+    changed = copy.deepcopy(config)
+    windows = config["shuffle"].get("windows", [64])
+    if 64 not in windows:
+        sys.exit(f"shuffle.windows = {windows}: the benchmark replaces window 64 by 1, so the config needs 64")
+    changed["shuffle"]["windows"] = sorted({1 if w == 64 else w for w in windows})
+    ignoring = compare.parse_match_ignoring(["window=64:1"])
+    with tempfile.TemporaryDirectory(prefix="movebench-verdict-") as tmp:
+        a, a2, b = Path(tmp) / "a", Path(tmp) / "a2", Path(tmp) / "b"
+        print(f"{config_path or 'SMALL'}: A, A again, then B with shuffle.windows {changed['shuffle']['windows']} "
+              f"instead of {windows}", flush=True)
+        loads = [_run(config, a), _run(config, a2), _run(changed, b)]
+        for title, frame in (("A/A", compare.compare(a, a2)),
+                             ("A/B (compare A B --match-ignoring window=64:1)", compare.compare(a, b,
+                                                                                               match_ignoring=ignoring))):
+            print(f"\n{title}")
+            for line in compare.summary_lines(frame):
+                print("  " + line)
+            counts = frame.groupby(["family", "verdict"]).size().unstack(fill_value=0)
+            print(counts.to_string())
+        busy = [info["host_load"]["other_cpus"] for info in loads if info.get("host_load")]
+        if busy:
+            print(f"\nother processes kept {min(busy):.2f}-{max(busy):.2f} of the host's CPUs busy during the "
+                  "campaigns (campaign_run.json host_load.other_cpus); quote verdicts only from a quiet host")
+
+
 def main(argv) -> int:
     if not argv or argv[0] == "calibration":
         calibration()
     elif argv[0] == "aa":
         campaigns(argv[1] if len(argv) > 1 else str(ROOT / "config" / "config.yaml"), None)
+    elif argv[0] == "window" and len(argv) <= 2:
+        small = len(argv) == 2 and argv[1] == "--small"
+        window(None if small else (argv[1] if len(argv) == 2 else str(ROOT / "config" / "config.yaml")))
     elif argv[0] == "ab" and len(argv) == 3 and "=" in argv[2]:
         name, _, value = argv[2].partition("=")
         campaigns(argv[1], {name: value})

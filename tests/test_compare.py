@@ -271,7 +271,7 @@ def test_references_cross_checks():
     assert lines == [
         "  references[0].study = 'nowhere': not a key of `studies`: s",
         "  references[1].id = 'r': already used by an earlier reference: ids must be unique",
-        "  references[1].family = 'teleport': must be one of bcast, io, kv, shuffle",
+        "  references[1].family = 'teleport': must be one of bcast, calibration, io, kv, shuffle",
         "  references[2] = {variant: uni, ratio: {numerator: bidi, denominator: uni}}: give `variant` (a metric of "
         "one variant) or `ratio` (two variants' medians), not both",
         "  references[3] = {}: give `variant` (a metric of one variant) or `ratio` (two variants' medians), "
@@ -382,3 +382,45 @@ def test_host_load_separates_the_campaign_from_other_processes():
     assert result["cpus"] >= 1
     assert result["campaign_cpus"] > 0  # the child's 0.3 s of CPU, over a wall time of at least that
     assert result["other_cpus"] >= 0 and result["busy_cpus"] <= result["cpus"] + 0.05
+
+
+W64 = "pattern~uni/nodes~1/ranks~2/message_size~4096/window~64"
+W1 = "pattern~uni/nodes~1/ranks~2/message_size~4096/window~1"
+
+
+def test_match_ignoring_pairs_points_that_differ_in_one_parameter(tmp_path):
+    base = write_results(tmp_path / "a", {W64: _times(10, seed=1)})
+    new = write_results(tmp_path / "b", {W1: _times(10, 3.0, seed=2)})
+    plain = compare.compare(base, new)
+    assert set(plain["verdict"]) == {compare.ONLY_BASE, compare.ONLY_NEW}
+    frame = compare.compare(base, new, match_ignoring={"window": None})
+    assert set(frame["point"]) == {W64} and set(frame["point_new"]) == {W1}
+    t = _row(frame, W64, "elapsed_s")
+    assert t.verdict == "regressed" and t.ratio == pytest.approx(3.0, rel=0.1)
+    assert f"NEW's point is {W1}" in t.note
+    assert "matched ignoring window; left out: 0 base points at other values, 0 new points at other values" in \
+        compare.summary_lines(frame)
+
+
+def test_match_ignoring_refuses_two_candidates_and_takes_the_values_given(tmp_path):
+    base = write_results(tmp_path / "a", {W64: _times(10, seed=1), W1: _times(10, 3.0, seed=3)})
+    new = write_results(tmp_path / "b", {W1: _times(10, 3.0, seed=2)})
+    with pytest.raises(compare.MatchError, match=r"BASE has two shuffle points that differ only in window: "
+                                                 r".*window~1 and .*window~64; pick one value per side"):
+        compare.compare(base, new, match_ignoring={"window": None})
+    frame = compare.compare(base, new, match_ignoring=compare.parse_match_ignoring(["window=64:1"]))
+    assert set(frame["point"]) == {W64} and set(frame["verdict"]) == {"regressed"}
+    assert frame.attrs["left_out"] == {"base": 1, "new": 0}
+    assert "Points paired ignoring window (BASE at 64, NEW at 1)" in compare.render_html(frame, "a", "b")
+
+
+def test_match_ignoring_on_the_command_line(tmp_path, capsys):
+    base = write_results(tmp_path / "a", {W64: _times(10, seed=1), W1: _times(10, 3.0, seed=3)})
+    new = write_results(tmp_path / "b", {W1: _times(10, 3.0, seed=2)})
+    assert main(["compare", str(base), str(new), "--match-ignoring", "window=64:1", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "matched ignoring window (BASE 64, NEW 1); left out: 1 base points" in out and "2 regressed" in out
+    for bad in ("window=64", "window"):
+        assert main(["compare", str(base), str(new), "--match-ignoring", bad]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("movebench compare: ") and "window=64:1" in err and len(err.strip().splitlines()) == 1

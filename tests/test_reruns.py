@@ -31,7 +31,7 @@ def copy(tmp_path_factory):
     base = tmp_path_factory.mktemp("reruns")
     repo = base / "repo"
     repo.mkdir()
-    for name in ("Snakefile", "workflow", "report", "scripts", "src", "profiles"):
+    for name in ("Snakefile", "workflow", "report", "scripts", "src", "profiles", "config"):
         source = ROOT / name
         if source.is_dir():
             shutil.copytree(source, repo / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
@@ -99,6 +99,13 @@ def test_a_template_edit_reruns_the_report_only(copy):
     repo, _, run = copy
     edit(repo / "src/movebench/families/bcast/report.html.j2")
     edit(repo / "report/report.html.j2")
+    assert planned(run) == {"report": 1, "all": 1}
+    run()
+
+
+def test_a_references_edit_reruns_the_report_only(copy):
+    repo, _, run = copy
+    edit(repo / "config/references/published.yaml")
     assert planned(run) == {"report": 1, "all": 1}
     run()
 

@@ -1,6 +1,7 @@
 """compare and check on real campaigns: the same tiny broadcast campaign run twice on this machine."""
 
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -21,9 +22,9 @@ AA = {
 POINTS = {f"kind~dense/method~{m}/nodes~1/ranks~2/shape~100x100/dtype~float64" for m in ("pickle", "buffer")}
 
 
-def run_campaign(workdir):
+def run_campaign(workdir, **campaign):
     """The campaign in `workdir`; the workflow records the CPUs other processes kept busy meanwhile."""
-    config = {**AA, "campaign": {**AA["campaign"], "results_dir": "results"}}
+    config = {**AA, "campaign": {**AA["campaign"], "results_dir": "results", **campaign}}
     workdir.mkdir()
     (workdir / "config.yaml").write_text(yaml.safe_dump(config))
     snakemake(workdir)
@@ -32,8 +33,10 @@ def run_campaign(workdir):
 
 @pytest.fixture(scope="module")
 def twice(tmp_path_factory):
+    """The same campaign twice; the second one's report compares it with the first (campaign.compare_to)."""
     root = tmp_path_factory.mktemp("aa")
-    return run_campaign(root / "a"), run_campaign(root / "b")
+    first = run_campaign(root / "a")
+    return first, run_campaign(root / "b", compare_to=str(first), compare_thresholds={"bcast": 0.5})
 
 
 def test_a_real_campaign_compares_point_by_point(twice):
@@ -103,3 +106,29 @@ def test_check_on_a_real_campaign(twice, tmp_path, capsys):
     published = references.check(results).set_index("id")
     assert published.loc["bcast/dense/100x100/pickle-over-buffer"].status == "shown"
     assert (published["status"] == "not measured").sum() == len(published) - 1
+
+
+def test_compare_to_puts_the_comparison_in_the_report(twice):
+    base, new = twice
+    html = (new / "report.html").read_text()
+    part = html[html.index('<h2 id="compared">'):html.index('<h2 id="bcast">')]
+    assert f"Compared with <code>{base}</code>" in part
+    # the section's counts are compare's on the same two campaigns (read from their tables here, from the raw
+    # metas there) with the campaign's threshold
+    expected = compare.counts(compare.compare(base, new, {"bcast": 0.5}))
+    header = re.findall(r'<th class="[^"]*">([^<]+)</th>', part[:part.index("</table>")])
+    cells = [int(c) for c in re.findall(r"<td[^>]*>(\d+)</td>", part[:part.index("</table>")])]
+    assert dict(zip(header, cells, strict=True)) == expected
+    assert sum(expected.values()) == 12 and "bcast = 0.5" in part
+    findings = html[html.index('id="findings"'):html.index('id="overview"')]
+    assert f"Compared with {base}: {expected['regressed']} regressed, {expected['improved']} improved" in findings
+
+
+def test_the_compared_tables_are_inputs_of_the_report(twice):
+    base, new = twice
+    proc = snakemake(new.parent, "--dry-run", "--forcerun", "report")
+    job = (proc.stdout + proc.stderr).split("rule report:")[1].split("rule all:")[0]
+    inputs = job[job.index("input:"):job.index("output:")]
+    for name in ("bcast.parquet", "bcast_points.csv"):
+        assert str(base / "tables" / name) in inputs
+    assert str(base / "campaign_run.json") in inputs and "config/references/published.yaml" in inputs

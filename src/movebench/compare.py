@@ -29,7 +29,7 @@ VERDICT_ORDER = ("regressed", NOT_COMPARABLE, ONLY_BASE, ONLY_NEW, "inconclusive
 INCOMPARABLE_KEYS = ("mpi_library", "cpu_model")
 COLUMNS = ("family", "variant", "point", "measure", "better", "threshold", "n_base", "n_new", "median_base",
            "median_new", "ratio", "ci_low", "ci_high", "p_value", "verdict", "comparable", "differs",
-           "differs_detail", "note")
+           "differs_detail", "note", "point_new")
 #: Record fields that say how much work a repetition did: a time of different work is not comparable
 #: (shuffle's `iterations: auto` calibrates a loop count per run; its bandwidth stays comparable).
 WORK_KEYS = ("iterations", "bytes")
@@ -89,6 +89,71 @@ def read_results(path) -> Results:
     run_file = path / "campaign_run.json"
     run = json.loads(run_file.read_text()) if run_file.exists() else {}
     return Results(path, records, metas, failed, run)
+
+
+def table_files(path) -> list[Path]:
+    """What `read_tables` reads in a results folder: every family's records and points tables, and the run's
+    record (campaign_run.json) where there is one. The report declares them as its inputs."""
+    tables = Path(path) / "tables"
+    files = []
+    for parquet in sorted(tables.glob("*.parquet")):
+        files.append(parquet)
+        points = tables / f"{parquet.stem}_points.csv"
+        if points.exists():
+            files.append(points)
+    run = Path(path) / "campaign_run.json"
+    return files + ([run] if run.exists() else [])
+
+
+def read_tables(path) -> Results:
+    """A results folder from its tables alone (records, and each point's status and meta from the points table),
+    as the report reads one: no raw file, so that what the report read is what its rule declared."""
+    path = Path(path)
+    records, points = {}, {}
+    for file in table_files(path):
+        if file.suffix == ".parquet":
+            records[file.stem] = pd.read_parquet(file)
+        elif file.name.endswith("_points.csv"):
+            points[file.name.removesuffix("_points.csv")] = pd.read_csv(file)
+    if not records:
+        raise ResultsError(f"{path}: no tables (tables/<family>.parquet) in it: name the results_dir of a finished "
+                           "campaign")
+    run_file = path / "campaign_run.json"
+    run = json.loads(run_file.read_text()) if run_file.exists() else {}
+    return results_from_tables(path, records, points, run)
+
+
+def _scalar(value):
+    if isinstance(value, float):
+        if math.isnan(value):
+            return None
+        return int(value) if value.is_integer() else value
+    if isinstance(value, str) and value[:1] in "[{":
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value.item() if hasattr(value, "item") else value
+
+
+def results_from_tables(path, records: dict, points: dict, run: dict | None = None) -> Results:
+    """`Results` from per-family records tables and points tables (status, failure, meta flattened by
+    `movebench.aggregate`): the fingerprint comes from the points table's `fingerprint.*` columns."""
+    frames = [frame.assign(family=name) for name, frame in records.items() if len(frame)]
+    merged = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=["family", "variant", "point", "rep", "warmup", "ok"])
+    metas, failed = {}, set()
+    for name, table in points.items():
+        if not len(table):
+            continue
+        prints = [c for c in table.columns if c.startswith("fingerprint.")]
+        for row in table.to_dict("records"):
+            if row.get("status") == "failed":
+                failed.add((name, row["point"]))
+            if row.get("status") == "ok" and prints:
+                metas[(name, row["point"])] = {"fingerprint": {c.removeprefix("fingerprint."): _scalar(row[c])
+                                                               for c in prints}}
+    return Results(Path(path), merged, metas, failed, run or {})
 
 
 def measures_of(family: str, columns) -> list[str]:
@@ -185,25 +250,98 @@ def _values(group: pd.DataFrame | None, measure: str) -> list[float]:
     return pd.to_numeric(group[measure], errors="coerce").dropna().tolist()
 
 
-def compare(base, new, thresholds: dict | None = None, allow_different: bool = False) -> pd.DataFrame:
-    """One row per point and measure (columns `COLUMNS`); `base`/`new` are results folders or `Results`."""
+class MatchError(ValueError):
+    """Points that --match-ignoring cannot pair: one line naming them and what would pair them."""
+
+
+def parse_match_ignoring(items) -> dict[str, tuple[str, str] | None]:
+    """["window", "skew=0:1.1"] -> {"window": None, "skew": ("0", "1.1")}; a bad item raises MatchError."""
+    out = {}
+    for item in items or ():
+        key, sep, values = str(item).partition("=")
+        if not key or "~" in key or "/" in key:
+            raise MatchError(f"{item!r}: expected a parameter name such as window, or window=BASE:NEW such as "
+                             "window=64:1")
+        if sep:
+            base_value, colon, new_value = values.partition(":")
+            if not colon or not base_value or not new_value:
+                raise MatchError(f"{item!r}: expected KEY=BASE:NEW, e.g. window=64:1 (BASE's value, then NEW's)")
+            out[key] = (base_value, new_value)
+        else:
+            out[key] = None
+    return out
+
+
+def _same_value(text: str, wanted: str) -> bool:
+    if text == wanted:
+        return True
+    try:
+        return float(text) == float(wanted)
+    except ValueError:
+        return False
+
+
+def _match_keys(groups: dict, ignoring: dict, side: str) -> tuple[dict, dict, int]:
+    """(family, point without the ignored keys) -> group, and -> the original point; points whose ignored key
+    has another value than the one picked for this side are left out. Two points left on one key are an error."""
+    keyed, original, left_out = {}, {}, 0
+    index = 0 if side == "base" else 1
+    for (family, point), group in groups.items():
+        kept, skip = [], False
+        for segment in point.split("/"):
+            key, _, value = segment.partition("~")
+            if key in ignoring:
+                picked = ignoring[key]
+                if picked is not None and not _same_value(value, picked[index]):
+                    skip = True
+                continue
+            kept.append(segment)
+        if skip:
+            left_out += 1
+            continue
+        match = (family, "/".join(kept))
+        if match in original:
+            a, b = sorted([original[match], point])
+            names = ", ".join(k for k in ignoring)
+            raise MatchError(f"{side.upper()} has two {family} points that differ only in {names}: {a} and {b}; "
+                             f"pick one value per side with --match-ignoring KEY=BASE:NEW (e.g. window=64:1)")
+        keyed[match], original[match] = group, point
+    return keyed, original, left_out
+
+
+def compare(base, new, thresholds: dict | None = None, allow_different: bool = False,
+            match_ignoring: dict | None = None) -> pd.DataFrame:
+    """One row per point and measure (columns `COLUMNS`); `base`/`new` are results folders or `Results`.
+
+    `match_ignoring` ({"window": None} or {"window": ("64", "1")}, see `parse_match_ignoring`)
+    pairs points that differ in those parameters: BASE's point with NEW's point whose other
+    parameters are equal (with values given, only BASE's points at the first and NEW's at the
+    second take part). `point` is then BASE's path and `point_new` NEW's.
+    """
     base = base if isinstance(base, Results) else read_results(base)
     new = new if isinstance(new, Results) else read_results(new)
-    sides = {}
+    ignoring = dict(match_ignoring or {})
+    sides, originals, left_out = {}, {}, {}
     for name, res in (("base", base), ("new", new)):
         counted = _counted(res.records)
-        sides[name] = {key: group for key, group in counted.groupby(["family", "point"], sort=False)}
+        groups = {key: group for key, group in counted.groupby(["family", "point"], sort=False)}
         # a point whose every repetition failed is still present (with no measured values), not absent
         for key in res.records[["family", "point"]].drop_duplicates().itertuples(index=False):
-            sides[name].setdefault(tuple(key), res.records.iloc[0:0])
+            groups.setdefault(tuple(key), res.records.iloc[0:0])
+        sides[name], originals[name], left_out[name] = _match_keys(groups, ignoring, name)
     rows = []
-    for family, point in sorted(set(sides["base"]) | set(sides["new"])):
-        b, n = sides["base"].get((family, point)), sides["new"].get((family, point))
+    for family, matched in sorted(set(sides["base"]) | set(sides["new"])):
+        b, n = sides["base"].get((family, matched)), sides["new"].get((family, matched))
+        base_point = originals["base"].get((family, matched))
+        new_point = originals["new"].get((family, matched))
+        point = base_point or new_point
         variant = next((g["variant"].iloc[0] for g in (b, n) if g is not None and len(g)), None)
-        failed_notes = [f"failed in {name}" for name, res in (("base", base), ("new", new))
-                        if (family, point) in res.failed]
+        failed_notes = [f"failed in {name}" for name, res, p in (("base", base, base_point), ("new", new, new_point))
+                        if (family, p or point) in res.failed]
+        if base_point and new_point and base_point != new_point:
+            failed_notes.append(f"matched ignoring {', '.join(ignoring)}: NEW's point is {new_point}")
         columns = set(b.columns if b is not None else ()) | set(n.columns if n is not None else ())
-        differs = fingerprint_differences(base.metas.get((family, point)), new.metas.get((family, point)))
+        differs = fingerprint_differences(base.metas.get((family, base_point)), new.metas.get((family, new_point)))
         comparable = not any(k in differs for k in INCOMPARABLE_KEYS)
         work = _work_differences(b, n)
         work_note = "work differs (" + ", ".join(
@@ -231,9 +369,12 @@ def compare(base, new, thresholds: dict | None = None, allow_different: bool = F
                 "verdict": outcome, "comparable": comparable, "differs": ", ".join(differs),
                 "differs_detail": "; ".join(f"{k}: {_short(a)} -> {_short(z)}" for k, (a, z) in differs.items()),
                 "note": "; ".join(failed_notes + ([work_note] if different_work else [])),
+                "point_new": new_point or point,
             })
     frame = pd.DataFrame(rows, columns=list(COLUMNS))
     frame.attrs["warnings"] = load_warnings(base, new)
+    frame.attrs["match_ignoring"] = ignoring
+    frame.attrs["left_out"] = left_out
     return frame
 
 
@@ -267,6 +408,12 @@ def summary_lines(frame: pd.DataFrame, limit: int = 5) -> list[str]:
             n_points = frame[frame["verdict"] == side][["family", "point"]].drop_duplicates().shape[0]
             main += f"; {n_points} point{'s' if n_points != 1 else ''} {side}"
     lines.append(f"{len(frame)} point-measures in {points} points: {main}")
+    ignoring = frame.attrs.get("match_ignoring") or {}
+    if ignoring:
+        picked = [f"{k} (BASE {v[0]}, NEW {v[1]})" if v else k for k, v in ignoring.items()]
+        left = frame.attrs.get("left_out") or {}
+        lines.append("matched ignoring " + ", ".join(picked) + "; left out: "
+                     + ", ".join(f"{left.get(side, 0)} {side} points at other values" for side in ("base", "new")))
     for name in ("regressed", "improved"):
         rows = worst(frame, name, limit)
         if len(rows):
@@ -311,13 +458,16 @@ def render_html(frame: pd.DataFrame, base_label: str, new_label: str, thresholds
 
 
 def render_section(frame: pd.DataFrame, base_label: str, new_label: str, thresholds: dict | None = None,
-                   allow_different: bool = False) -> str:
+                   allow_different: bool = False, id_prefix: str = "", level: int = 2) -> str:
     """The same tables without the page around them, for a section of another report (it brings no CSS:
-    the classes are those of compare.html's style block)."""
-    return _render("compare_section.html.j2", frame, base_label, new_label, thresholds, allow_different)
+    the classes are those of compare.html's style block). `id_prefix` keeps its anchors apart from the
+    page's (the report's family sections are `#shuffle`, ...); `level` is its headings' level."""
+    return _render("compare_section.html.j2", frame, base_label, new_label, thresholds, allow_different,
+                   id_prefix, level)
 
 
-def _render(template: str, frame, base_label, new_label, thresholds, allow_different) -> str:
+def _render(template: str, frame, base_label, new_label, thresholds, allow_different, id_prefix="",
+            level=2) -> str:
     import jinja2
     import markupsafe
 
@@ -339,16 +489,23 @@ def _render(template: str, frame, base_label, new_label, thresholds, allow_diffe
                 "verdict": r.verdict, "css": r.verdict.replace(" ", "-"), "differs": r.differs_detail,
                 "note": r.note}
 
+    ignoring = frame.attrs.get("match_ignoring") or {}
+    matching = ""
+    if ignoring:
+        matching = "Points paired ignoring " + ", ".join(
+            f"{k} (BASE at {v[0]}, NEW at {v[1]})" if v else k for k, v in ignoring.items()) + \
+            ": each row names BASE's point; the note names NEW's."
     headline = [row(r) for r in shown[shown["verdict"].isin(["regressed", "improved"])].itertuples()]
     per_family = {fam: [row(r) for r in part.itertuples()] for fam, part in shown.groupby("family", sort=True)}
     one_side = shown[shown["verdict"].isin([ONLY_BASE, ONLY_NEW])][["family", "point", "verdict", "note"]]
     one_side = one_side.drop_duplicates(["family", "point"])
     return env.get_template(template).render(
         base=base_label, new=new_label, counts=counts(frame), warnings=frame.attrs.get("warnings", []),
-        headline=headline, families=per_family,
+        headline=headline, families=per_family, matching=matching,
         one_side=one_side.to_dict("records"), thresholds=thresholds or {}, default_threshold=DEFAULT_THRESHOLD,
         alpha=ALPHA, min_repetitions=MIN_REPETITIONS, allow_different=allow_different,
-        incomparable_keys=INCOMPARABLE_KEYS, generated=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"))
+        incomparable_keys=INCOMPARABLE_KEYS, id_prefix=id_prefix, level=level,
+        generated=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"))
 
 
 def write(frame: pd.DataFrame, out_dir, base_label: str, new_label: str, thresholds=None,

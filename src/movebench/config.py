@@ -185,6 +185,9 @@ def validate(config: dict, schema_dir: Path | None = None) -> dict:
             if not own:
                 own = constraint_problems(fam, section)
             problems += [(f"{name}.{path}", value, hint) for path, value, hint in own]
+        from movebench import report_verdicts  # imports pandas: only once the schema passed
+
+        problems += report_verdicts.config_problems(config)
     if problems:
         raise ConfigError(problems)
     for name in enabled_families(config):

@@ -22,6 +22,8 @@ import pandas as pd
 
 from movebench import aggregate, families
 from movebench.core import records
+from movebench.core import units as units_
+from movebench.core.sizes import expand_sizes, format_size
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "report"
 PARTIAL = "report.partial.html"
@@ -40,10 +42,39 @@ def figure_uri(fig) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
-def html_table(frame: pd.DataFrame, float_format="{:.4g}", classes="data") -> str:
-    """A DataFrame as an HTML table with compact numbers and sortable-looking headers."""
-    formatters = {c: (lambda v: "" if pd.isna(v) else float_format.format(v))
-                  for c in frame.columns if pd.api.types.is_float_dtype(frame[c])}
+#: `html_table`'s unit for byte counts that name a point (a message or value size): shown as 4KiB, 1MiB.
+SIZE = "size"
+
+
+def html_table(frame: pd.DataFrame, float_format=None, classes="data", units: dict | None = None) -> str:
+    """A DataFrame as an HTML table: three significant digits, no exponents.
+
+    `units` maps a column of SI values to its unit ("B/s", "s", "B", or a display unit such as
+    "MiB/s"): the column is shown in the unit that suits its values, named in its header
+    ("bandwidth (GB/s)"); `SIZE` shows byte counts as sizes (4KiB). The tables on disk keep the
+    SI values.
+    """
+    frame = frame.copy()
+    renames = {}
+    for column, unit in (units or {}).items():
+        if column not in frame:
+            continue
+        if unit == SIZE:
+            frame[column] = [_key_cell(v, size=True) for v in frame[column]]
+            continue
+        values = pd.to_numeric(frame[column], errors="coerce")
+        label, factor = units_.choose(unit, values.dropna().tolist())
+        frame[column] = values / factor
+        renames[column] = f"{column} ({label})" if label not in ("1", "") else column
+
+    def fmt(v):
+        if pd.isna(v):
+            return ""
+        return float_format.format(v) if float_format else units_.sig(v)
+
+    formatters = {c: fmt for c in frame.columns if pd.api.types.is_float_dtype(frame[c])}
+    frame = frame.rename(columns=renames)
+    formatters = {renames.get(c, c): f for c, f in formatters.items()}
     return frame.to_html(index=False, classes=classes, border=0, formatters=formatters, na_rep="", escape=True)
 
 
@@ -64,6 +95,55 @@ def median_of(summary: pd.DataFrame, measure: str) -> pd.DataFrame:
     if summary.empty or "measure" not in summary:
         return pd.DataFrame()
     return summary[summary["measure"] == measure].copy()
+
+
+BOUND_STYLE = {"ls": "--", "color": "black", "lw": 1.1, "marker": "_", "markersize": 10}
+
+
+def bound_line(ax, data: pd.DataFrame, x: str, scale: float = 1e9, label: str = "upper bound") -> bool:
+    """The upper bound of the points in `data` (bandwidth summary rows with `bound_Bps`, see movebench.bounds)
+    drawn on `ax` against `x` as a dashed black line, in the plot's unit (`scale` bytes/s per unit)."""
+    if "bound_Bps" not in data:
+        return False
+    part = data.dropna(subset=["bound_Bps"])
+    if part.empty:
+        return False
+    line = part.groupby(x)["bound_Bps"].max().sort_index()
+    (handle,) = ax.plot(line.index, line.to_numpy() / scale, label=label, **BOUND_STYLE)
+    ax.legend(handles=[handle], loc="lower right", fontsize="small", frameon=True)
+    return True
+
+
+def counted(table: pd.DataFrame) -> pd.DataFrame:
+    """The measured repetitions: warm-ups and failed repetitions left out."""
+    if table.empty:
+        return table
+    return table[~table["warmup"].astype(bool) & table["ok"].astype(bool)]
+
+
+def ratio(table: pd.DataFrame, numerator: str, denominator: str, measure: str):
+    """The Hodges-Lehmann ratio numerator / denominator of two points' repetitions of `measure`, with its 95% CI
+    (`movebench.core.verdict.Comparison`), or None when a side has no value."""
+    from movebench.core.verdict import compare_samples
+
+    rows = counted(table)
+    top = pd.to_numeric(rows.loc[rows["point"] == numerator, measure], errors="coerce").dropna().tolist()
+    bottom = pd.to_numeric(rows.loc[rows["point"] == denominator, measure], errors="coerce").dropna().tolist()
+    if not top or not bottom:
+        return None
+    return compare_samples(bottom, top)
+
+
+def ratio_text(result) -> str:
+    """"2.10x [1.90, 2.31]": a ratio with its 95% CI."""
+    return f"{units_.sig(result.ratio)}x [{units_.sig(result.ci_low)}, {units_.sig(result.ci_high)}]"
+
+
+def median_text(row, unit: str) -> str:
+    """A summary row's median with its 95% CI, in the unit that suits the median: "9.12 GB/s [8.80, 9.31]"."""
+    label, factor = units_.choose(unit, [row["median"]])
+    return (f"{units_.sig(row['median'] / factor)} {label} [{units_.sig(row['ci_low'] / factor)}, "
+            f"{units_.sig(row['ci_high'] / factor)}]")
 
 
 # --- collecting what a report shows ---
@@ -160,28 +240,79 @@ def _yaml(config) -> str:
     return yaml.safe_dump(config, sort_keys=False)
 
 
-def summary_table(name: str, section: dict) -> str:
-    """The engine's per-point table: the counted repetitions' median bandwidth and time with their CIs."""
+#: Measures whose CI the per-point table shows beside the median.
+WITH_CI = ("bandwidth_Bps", "elapsed_s")
+
+
+def _short(measure: str) -> str:
+    return {"bandwidth_Bps": "bandwidth", "elapsed_s": "time"}.get(
+        measure, measure.removesuffix("_Bps").removesuffix("_bytes").removesuffix("_s"))
+
+
+def summary_table(name: str, section: dict) -> dict | None:
+    """The engine's per-point table: medians in human units, the 95% CI of bandwidth and time, the share of the
+    point's upper bound, and the records file each row comes from. Raw SI values stay in the tables on disk."""
     summary = section["summary"]
     if summary.empty:
-        return "<p>No finished point.</p>"
+        return None
     fam = families.load(name)
-    keys = [k for k in ("variant", *fam.point_keys) if k in summary.columns]
-    wide = None
-    for measure in (m.name for m in fam.measures if m.summarize):
-        part = median_of(summary, measure)
+    keys = [k for k in fam.point_keys if k in summary.columns]
+    first = summary.drop_duplicates("point").set_index("point")
+    points = list(first.index)
+    columns = [*keys, "n"]
+    sizes = {axis.name for axis in fam.axes if axis.expand is expand_sizes}
+    cells = {p: [_key_cell(first.at[p, k], k in sizes) for k in keys] + [str(int(first.at[p, "n"]))]
+             for p in points}
+    for measure in (m for m in fam.measures if m.summarize):
+        part = median_of(summary, measure.name)
         if part.empty:
             continue
-        part = part[["point", *keys, "n", "median", "ci_low", "ci_high"]].rename(columns={
-            "median": f"{measure} median", "ci_low": f"{measure} CI low", "ci_high": f"{measure} CI high"})
-        if wide is None:
-            wide = part
-        else:
-            wide = wide.merge(part.drop(columns=[*keys, "n"]), on="point", how="left")
-    wide = wide.drop(columns=[c for c in wide.columns if c.endswith(("CI low", "CI high"))
-                              and not c.startswith(("bandwidth_Bps", "elapsed_s"))])
-    wide["records"] = [f"raw/{name}/{p}.jsonl" for p in wide["point"]]
-    return html_table(wide.drop(columns=["point"]), classes="data summary")
+        part = part.set_index("point")
+        label, factor = units_.choose(measure.unit, part["median"].dropna().tolist())
+        suffix = f" ({label})" if label not in ("1", "") else ""
+        columns.append(f"{_short(measure.name)}{suffix}")
+        if measure.name in WITH_CI:
+            columns.append(f"{_short(measure.name)} 95% CI")
+        for p in points:
+            if p not in part.index:
+                cells[p] += [""] * (2 if measure.name in WITH_CI else 1)
+                continue
+            row = part.loc[p]
+            cells[p].append(units_.sig(row["median"] / factor))
+            if measure.name in WITH_CI:
+                cells[p].append(f"{units_.sig(row['ci_low'] / factor)} – {units_.sig(row['ci_high'] / factor)}")
+    bw = median_of(summary, "bandwidth_Bps")
+    with_bounds = not bw.empty and bw["bound"].notna().any() if "bound" in bw else False
+    above = set()
+    if with_bounds:
+        bw = bw.set_index("point")
+        columns += ["% of bound", "bound"]
+        for p in points:
+            if p not in bw.index or pd.isna(bw.at[p, "pct_of_bound"]):
+                note = bw.at[p, "bound_note"] if p in bw.index and isinstance(bw.at[p, "bound_note"], str) else ""
+                cells[p] += ["", note]
+                continue
+            pct = bw.at[p, "pct_of_bound"]
+            if pct > 100:
+                above.add(p)
+            note = bw.at[p, "bound_note"]
+            cells[p] += [units_.sig(pct), bw.at[p, "bound"] + (f" ({note})" if isinstance(note, str) and note else "")]
+    columns.append("records")
+    rows = [{"cells": cells[p] + [f"raw/{name}/{p}.jsonl"], "above": p in above} for p in points]
+    return {"columns": columns, "rows": rows, "above": len(above), "bounds": with_bounds}
+
+
+def _key_cell(value, size: bool = False) -> str:
+    value = value.item() if hasattr(value, "item") else value  # numpy scalars from the summary
+    if isinstance(value, float):
+        if pd.isna(value):
+            return ""
+        if not value.is_integer():
+            return f"{value:g}"
+        value = int(value)
+    if size and isinstance(value, int):
+        return format_size(value)
+    return str(value)
 
 
 def _environment() -> jinja2.Environment:
@@ -195,7 +326,15 @@ def _environment() -> jinja2.Environment:
 
 
 def render_html(config: dict, sections: dict, partial: bool = False) -> str:
+    from movebench import bounds, findings, report_verdicts
+
     env = _environment()
+    provided = bounds.provided(sections)
+    for name, section in sections.items():
+        section["summary"] = bounds.attach(name, section["summary"], section["points_table"], provided)
+    results = report_verdicts.results_of(config, sections)
+    comparison = report_verdicts.comparison(config, results)
+    published = report_verdicts.by_family(report_verdicts.published(config, results))
     family_html = {}
     for name, section in sections.items():
         ctx = families.report_module(name).context(section["table"], section["summary"], config["campaign"]) \
@@ -204,11 +343,15 @@ def render_html(config: dict, sections: dict, partial: bool = False) -> str:
         family_html[name] = {
             "body": body,
             "summary": summary_table(name, section),
+            "above": bounds.above(section["summary"]).to_dict("records"),
+            "published": published.get(name),
             "failed": section["failed"],
             "missing": section["missing"],
         }
     return env.get_template("report.html.j2").render(
-        overview=overview(config, sections), families=family_html, partial=partial, escape=html.escape)
+        overview=overview(config, sections), families=family_html, partial=partial, escape=html.escape,
+        findings=findings.build(sections, comparison, published), comparison=comparison,
+        references_file=str(report_verdicts.references_file(config["campaign"]) or ""))
 
 
 def render(config: dict, names, out_path) -> Path:

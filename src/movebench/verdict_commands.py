@@ -43,6 +43,9 @@ def add_parsers(sub) -> dict:
                    help="exit 1 when any point-measure has this verdict (repeatable), e.g. regressed")
     p.add_argument("--allow-different", action="store_true",
                    help="judge points whose MPI library or CPU model differ instead of marking them not comparable")
+    p.add_argument("--match-ignoring", action="append", default=[], metavar="KEY[=BASE:NEW]",
+                   help="pair points that differ in parameter KEY (e.g. window); KEY=BASE:NEW (window=64:1) takes "
+                        "BASE's points at one value and NEW's at another (repeatable)")
     c = sub.add_parser("check", help="pass / fail / not measured per reference (published results, baselines)",
                        description="Check a results folder against a references file (docs/compare.md).")
     c.add_argument("results", help="the results folder")
@@ -60,8 +63,10 @@ def run_compare(args) -> int:
             print(f"movebench compare: {path}: no such results folder", file=sys.stderr)
             return 2
     try:
-        frame = comparing.compare(args.base, args.new, thresholds, allow_different=args.allow_different)
-    except comparing.ResultsError as error:
+        ignoring = comparing.parse_match_ignoring(args.match_ignoring)
+        frame = comparing.compare(args.base, args.new, thresholds, allow_different=args.allow_different,
+                                  match_ignoring=ignoring)
+    except (comparing.ResultsError, comparing.MatchError) as error:
         print(f"movebench compare: {error}", file=sys.stderr)
         return 2
     csv, page = comparing.write(frame, args.out or args.new, str(args.base), str(args.new), thresholds,

@@ -1,4 +1,8 @@
-# The self-contained HTML report, from the tables alone.
+# The self-contained HTML report, from the tables alone (and, when the campaign names them, an earlier
+# campaign's tables to compare with and a references file).
+from movebench import report_verdicts
+
+VERDICT_INPUTS = report_verdicts.inputs(config)
 
 
 rule report:
@@ -6,9 +10,22 @@ rule report:
         summaries=expand(f"{TABLES}/{{family}}_summary.csv", family=GRID),
         parquet=expand(f"{TABLES}/{{family}}.parquet", family=GRID),
         points=expand(f"{TABLES}/{{family}}_points.csv", family=GRID),
+        compare_to=VERDICT_INPUTS["compare_to"],
+        references=VERDICT_INPUTS["references"],
         templates=[str(p) for p in Path(workflow.basedir, "report").glob("*.j2")]
         + [str(families.folder(f) / "report.html.j2") for f in GRID],
-        code=[str(PACKAGE / "report.py")]
+        code=[
+            str(PACKAGE / name)
+            for name in (
+                "report.py",
+                "bounds.py",
+                "findings.py",
+                "report_verdicts.py",
+                "compare.py",
+                "references.py",
+                "core/units.py",
+            )
+        ]
         + [str(families.folder(f) / "report.py") for f in GRID],
     output:
         report(

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from movebench import report
-from movebench.core import stats
+from movebench.bounds import copiers
+from movebench.core import stats, units
+from movebench.families.bcast import FAMILY
 
 METHODS = ("pickle", "buffer", "pkl5", "p2p", "rma")
 IN_PLACE = ("buffer", "p2p", "rma")
@@ -22,6 +24,7 @@ def method_medians(table):
         counted.groupby(CASE + ["method"], dropna=False, sort=True)
         .agg(
             n=("elapsed_s", "size"),
+            point=("point", "first"),
             time_s=("elapsed_s", "median"),
             bandwidth_Bps=("bandwidth_Bps", "median"),
             payload_bytes=("payload_bytes", "first"),
@@ -113,28 +116,35 @@ def context(table, summary, campaign) -> dict:
     if medians.empty:
         return {}
     shown = medians.assign(case=medians.apply(_case_label, axis=1))
+    bounds = report.median_of(summary, "bandwidth_Bps")
+    pct = dict(zip(bounds["point"], bounds["pct_of_bound"], strict=True)) if "pct_of_bound" in bounds else {}
     per_method = pd.DataFrame(
         {
             "case": shown["case"],
             "method": shown["method"].astype(str),
             "n": shown["n"],
-            "median time (s)": shown["time_s"],
-            "cold first rep (s)": shown["cold_s"],
-            "GB/s": shown["bandwidth_Bps"] / 1e9,
-            "payload (MiB)": shown["payload_bytes"] / _MiB,
-            "receiver peak extra RSS (MiB)": shown["rss_hwm_delta_bytes"] / _MiB,
+            "median time": shown["time_s"],
+            "cold first rep": shown["cold_s"],
+            "bandwidth": shown["bandwidth_Bps"],
+            "% of bound": shown["point"].map(pct).astype(float),
+            "payload": shown["payload_bytes"],
+            "receiver peak extra RSS": shown["rss_hwm_delta_bytes"],
             "receiver extra / payload": shown["receiver_extra_per_payload"],
-            "receiver allocated in rep (MiB, tracemalloc)": shown["tracemalloc_peak_bytes"] / _MiB,
-            "root peak extra RSS (MiB)": shown["root_rss_hwm_delta_bytes"] / _MiB,
+            "receiver allocated in rep (tracemalloc)": shown["tracemalloc_peak_bytes"],
+            "root peak extra RSS": shown["root_rss_hwm_delta_bytes"],
             "buffers reused": shown["buffers_reused"].astype(bool),
         }
     )
+    per_method_units = {"median time": "s", "cold first rep": "s", "bandwidth": "B/s", "payload": "MiB",
+                        "receiver peak extra RSS": "MiB", "receiver allocated in rep (tracemalloc)": "MiB",
+                        "root peak extra RSS": "MiB"}
     speedups = shown.pivot_table(index="case", columns="method", values="speedup_vs_pickle", observed=True, sort=False)
     times = shown.pivot_table(index="case", columns="method", values="time_s", observed=True, sort=False)
     clear = shown.pivot(index="case", columns="method", values="clear_vs_pickle").reindex(times.index)
     study = pd.DataFrame(index=times.index)
+    time_label, time_factor = units.choose("s", times.stack().dropna().tolist())
     for method in times.columns:
-        study[f"{method} (s)"] = times[method]
+        study[f"{method} ({time_label})"] = times[method] / time_factor
         if method != "pickle" and "pickle" in times.columns:
             marks = clear[method].map(lambda c: "*" if c is True else "")
             study[f"{method} vs pickle"] = speedups[method].map(lambda x: "" if pd.isna(x) else f"{x:.2f}x") + marks
@@ -143,7 +153,7 @@ def context(table, summary, campaign) -> dict:
     memory.columns = [str(m) for m in memory.columns]
     return {
         "figures": _figures(medians),
-        "per_method": report.html_table(per_method),
+        "per_method": report.html_table(per_method, units=per_method_units),
         "speedups": report.html_table(study.reset_index()),
         "memory": report.html_table(memory.reset_index()),
         "crossover": report.html_table(pd.DataFrame(crossover_rows(medians)))
@@ -214,3 +224,44 @@ def _figures(medians) -> list[tuple[str, str]]:
             )
         )
     return figures
+
+
+def bound_request(row, meta):
+    """One node: memcpy of as many processes as ranks (at most the CPUs) at the payload's size; between nodes: the
+    best bidi stream."""
+    import pandas as pd
+
+    if row["nodes"] > 1:
+        return {"kind": "network", "exact": {"nodes": int(row["nodes"])}}
+    density = row.get("density")
+    point = {"kind": row["kind"], "shape": row["shape"], "dtype": row["dtype"],
+             "density": None if density is None or pd.isna(density) else float(density)}
+    return {"kind": "memcpy", "at_least": {"ranks": copiers(int(row["ranks"]), meta)},
+            "nearest": {"size": FAMILY.payload(point)}}
+
+
+def headlines(table, summary) -> list[tuple[str, str]]:
+    """In place against pickle: the largest dense array, and the largest sparse one at each density."""
+    medians = method_medians(table)
+    out = []
+    if medians.empty:
+        return out
+    for kind in ("dense", "sparse"):
+        part = medians[(medians["kind"] == kind) & (medians["method"].astype(str).isin(["pickle", "buffer"]))]
+        if part.empty:
+            continue
+        largest = part.loc[part["payload_bytes"].idxmax()]
+        case = part[(part["shape"] == largest["shape"]) & (part["ranks"] == part["ranks"].min())
+                    & (part["dtype"] == largest["dtype"]) & (part["nodes"] == largest["nodes"])]
+        figures = []
+        for density, group in case.groupby("density", dropna=False, sort=True):
+            points = {str(m): pt for m, pt in zip(group["method"], group["point"], strict=True)}
+            if {"pickle", "buffer"} <= set(points):
+                result = report.ratio(table, points["pickle"], points["buffer"], "elapsed_s")
+                if result is not None:
+                    at = "" if kind == "dense" else f"density {density:g}: "
+                    figures.append(f"{at}{report.ratio_text(result)}")
+        if figures:
+            out.append((f"{kind} {largest['shape']} {largest['dtype']}, {int(case['ranks'].iloc[0])} ranks: pickle "
+                        f"(out of place) takes " + "; ".join(figures) + " the time of buffer (in place)", "info"))
+    return out

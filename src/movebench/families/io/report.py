@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from movebench import report
+from movebench.core import units
 from movebench.core.sizes import format_size
 from movebench.families.io import PATTERNS, MiB, object_size
 
@@ -21,7 +22,11 @@ def _medians(summary):
             .set_index(keys + (["n"] if measure == "elapsed_s" else []))
             .drop(columns=[] if measure == "elapsed_s" else ["n"])
         )
-    return frames[0].join(frames[1]).reset_index()
+    medians = frames[0].join(frames[1]).reset_index()
+    bw = summary[summary["measure"] == "bandwidth_Bps"]
+    if "bound_Bps" in bw:
+        medians = medians.merge(bw[keys + ["bound_Bps", "pct_of_bound"]], on=keys, how="left")
+    return medians
 
 
 def study_table(medians, pattern):
@@ -41,10 +46,18 @@ def study_table(medians, pattern):
         for backend in [b for b in BACKEND_LABELS if b in set(part["backend"])]:
             hit = group[group["backend"] == backend]
             label = BACKEND_LABELS[backend]
-            row[f"{label} latency (s)"] = hit["latency"].iloc[0] if len(hit) else None
-            row[f"{label} bandwidth (MiB/s)"] = hit["bandwidth"].iloc[0] / MiB if len(hit) else None
+            row[f"{label} latency"] = hit["latency"].iloc[0] if len(hit) else None
+            row[f"{label} bandwidth"] = hit["bandwidth"].iloc[0] if len(hit) else None
+            if "pct_of_bound" in part and part.loc[part["backend"] == backend, "pct_of_bound"].notna().any():
+                row[f"{label} % of fio"] = hit["pct_of_bound"].iloc[0] if len(hit) else None
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def study_units(frame) -> dict:
+    """Latency in the unit that suits it, bandwidth in MiB/s as the study prints it."""
+    return {c: "s" if c.endswith(" latency") else "MiB/s" for c in frame.columns
+            if c.endswith((" latency", " bandwidth"))}
 
 
 def size_figure(medians, plt):
@@ -75,6 +88,10 @@ def size_figure(medians, plt):
                     linestyle=style,
                     color=BACKEND_COLORS.get(backend),
                 )
+        posix = part[part["backend"] == "posix"]
+        if "bound_Bps" in posix and posix["bound_Bps"].notna().any():
+            report.bound_line(axes[1][col], posix.assign(x=posix["size_per_proc"] / MiB), "x", scale=MiB,
+                              label="fio (posix's upper bound)")
         axes[0][col].set_title(pattern)
         axes[1][col].set_xlabel("size per process")
         for row in range(2):
@@ -103,12 +120,41 @@ def context(table, summary, campaign):
     backends = [b for b in BACKEND_LABELS if b in set(medians["backend"])]
     return {
         "tables": [
-            (p, report.html_table(study_table(medians, p), float_format="{:.4g}"))
+            (p, report.html_table(table_, units=study_units(table_)))
             for p in PATTERNS
             if p in set(medians["pattern"])
+            for table_ in [study_table(medians, p)]
         ],
         "figure": report.figure_uri(size_figure(medians, plt)),
         "backends": [BACKEND_LABELS[b] for b in backends],
         "emulated_blob": "blob" in backends,
         "retries": retries,
     }
+
+
+def bound_request(row, meta):
+    """posix on one node: fio writing the same pattern with as many jobs as ranks, in the same folder, at the
+    nearest size. Other backends have no bound measured here (a storage service's limit is not ours to probe)."""
+    if row["backend"] != "posix" or row["nodes"] > 1:
+        return None
+    return {"kind": "fio", "exact": {"pattern": row["pattern"], "ranks": int(row["ranks"]),
+                                     "path": meta.get("settings.path")},
+            "nearest": {"size_per_proc": int(row["size_per_proc"])}}
+
+
+def headlines(table, summary) -> list[tuple[str, str]]:
+    """Per backend, its best median bandwidth, with the share of fio's for posix."""
+    medians = _medians(summary)
+    out = []
+    for backend in [b for b in BACKEND_LABELS if b in set(medians["backend"])]:
+        part = medians[medians["backend"] == backend]
+        best = part.loc[part["bandwidth"].idxmax()]
+        row = {"median": best["bandwidth"], "ci_low": best["bandwidth_low"], "ci_high": best["bandwidth_high"]}
+        bound = ""
+        if "pct_of_bound" in best and best["pct_of_bound"] == best["pct_of_bound"]:
+            bound = f", {units.sig(best['pct_of_bound'])}% of fio's"
+        emulated = " (on Azurite, the emulator: not Azure's figure)" if backend == "blob" else ""
+        out.append((f"{BACKEND_LABELS[backend]} best {report.median_text(row, 'MiB/s')} ({best['pattern']}, "
+                    f"{format_size(int(best['size_per_proc']))} per process, {int(best['ranks'])} ranks){bound}"
+                    f"{emulated}", "info"))
+    return out

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from movebench.report import figure_uri, html_table, median_of, plotting
+from movebench.bounds import copiers
+from movebench.core.sizes import format_size
+from movebench.report import SIZE, bound_line, figure_uri, html_table, median_of, plotting, ratio, ratio_text
 
 OPERATIONS = ("put", "batch_put", "get", "frozen_get")
 
@@ -38,8 +40,10 @@ def context(table, summary, campaign):
     grid.set(xscale="log", yscale="log", xlabel="value size (bytes)",
              ylabel="aggregate bandwidth (GB/s, median)")
     grid.set_titles("{col_name} node(s)")
+    bounded = [bound_line(ax, bw[bw["nodes"] == nodes], "value_size") for nodes, ax in grid.axes_dict.items()]
     ctx["figures"].append(("Aggregate bandwidth vs value size, per operation (log-log; one panel per node "
-                           "count)", figure_uri(grid.figure)))
+                           "count" + ("; dashed: the points' upper bound)" if any(bounded) else ")"),
+                           figure_uri(grid.figure)))
     ratios = speedups(bw)
     if not ratios.empty:
         fig, ax = plt.subplots(figsize=(7, 3.6))
@@ -50,11 +54,41 @@ def context(table, summary, campaign):
                ylabel="speed-up (ratio of median bandwidths)")
         ax.axhline(1.0, color="grey", lw=0.8, ls="--")
         ctx["figures"].append(("Batched vs unbatched puts and frozen vs unfrozen gets", figure_uri(fig)))
-        ctx["ratios"] = html_table(ratios)
+        ctx["ratios"] = html_table(ratios, units={"value_size": SIZE})
     measured = table[~table["warmup"] & table["ok"]] if len(table) else table
     cols = [c for c in ("dragon_startup_s", "ddict_create_s", "clients_start_s") if c in measured]
     if cols:
         start = measured.groupby(["variant", "nodes", "clients_per_node", "managers_per_node", "value_size"],
                                  as_index=False)[cols].median()
-        ctx["startup"] = html_table(start)
+        ctx["startup"] = html_table(start, units={c: "s" for c in cols} | {"value_size": SIZE})
     return ctx
+
+
+def bound_request(row, meta):
+    """One node: memcpy of its clients and managers together (at most the CPUs) at the value size; between nodes:
+    the best bidi stream."""
+    if row["nodes"] > 1:
+        return {"kind": "network", "exact": {"nodes": int(row["nodes"])}}
+    processes = int(row["clients_per_node"]) + int(row["managers_per_node"])
+    return {"kind": "memcpy", "at_least": {"ranks": copiers(processes, meta)},
+            "nearest": {"size": int(row["value_size"])}}
+
+
+def headlines(table, summary) -> list[tuple[str, str]]:
+    """The study's two speed-ups at each value size: batched over plain puts, frozen over plain gets."""
+    bw = median_of(summary, "bandwidth_Bps")
+    out = []
+    if bw.empty:
+        return out
+    keys = ["nodes", "clients_per_node", "managers_per_node", "value_size"]
+    for label, (num, den) in RATIOS.items():
+        figures = []
+        for values, group in bw.groupby(keys, sort=True):
+            points = dict(zip(group["variant"], group["point"], strict=True))
+            if num in points and den in points:
+                result = ratio(table, points[num], points[den], "bandwidth_Bps")
+                if result is not None:
+                    figures.append(f"{format_size(int(values[3]))} ({int(values[0])} node(s)): {ratio_text(result)}")
+        if figures:
+            out.append((f"{label} (aggregate bandwidth): " + "; ".join(figures), "info"))
+    return out

@@ -4,7 +4,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from movebench.report import figure_uri, html_table, median_of, plotting
+from movebench.bounds import copiers
+from movebench.core.sizes import format_size
+from movebench.core.units import sig
+from movebench.report import (
+    SIZE,
+    bound_line,
+    figure_uri,
+    html_table,
+    median_of,
+    median_text,
+    plotting,
+    ratio,
+    ratio_text,
+)
 
 
 def derive(table):
@@ -27,20 +40,30 @@ def context(table, summary, campaign):
     sns, plt = plotting()
     bw = median_of(summary, "bandwidth_Bps")
     bw["GB/s"] = bw["median"] / 1e9
-    bw["err_lo"], bw["err_hi"] = bw["GB/s"] - bw["ci_low"] / 1e9, bw["ci_high"] / 1e9 - bw["GB/s"]
     ctx = {"figures": [], "shuffle_table": None}
     grid = sns.relplot(data=bw, x="message_size", y="GB/s", hue="window", style="ranks", col="pattern",
                        kind="line", marker="o", palette="viridis", col_wrap=min(2, bw["pattern"].nunique()),
                        height=3.2, aspect=1.3, facet_kws={"sharey": False})
     grid.set(xscale="log", yscale="log", xlabel="message size (bytes)", ylabel="bandwidth (GB/s, median)")
-    title = "Bandwidth vs message size, per pattern (log-log; hue: window)"
+    bounded = [bound_line(ax, bw[bw["pattern"] == pattern], "message_size")
+               for pattern, ax in grid.axes_dict.items()]
+    title = "Bandwidth vs message size, per pattern (log-log; hue: window" + (
+        "; dashed: the points' upper bound)" if any(bounded) else ")")
     ctx["figures"].append((title, figure_uri(grid.figure)))
     if bw["window"].nunique() > 1:
         grid = sns.relplot(data=bw, x="window", y="GB/s", hue="message_size", style="ranks", col="pattern",
                            kind="line", marker="o", palette="magma", col_wrap=min(2, bw["pattern"].nunique()),
                            height=3.2, aspect=1.3, facet_kws={"sharey": False})
-        grid.set(xscale="log", xlabel="messages in flight (window)", ylabel="bandwidth (GB/s, median)")
-        ctx["figures"].append(("The window's effect (hue: message size)", figure_uri(grid.figure)))
+        grid.set(xscale="log", yscale="log", xlabel="messages in flight (window)",
+                 ylabel="bandwidth (GB/s, median)")
+        for pattern, ax in grid.axes_dict.items():
+            part = bw[(bw["pattern"] == pattern)].dropna(subset=["bound_Bps"]) if "bound_Bps" in bw else bw.iloc[0:0]
+            for size, bound in part.groupby("message_size")["bound_Bps"].max().items():
+                ax.axhline(bound / 1e9, color="black", lw=0.8, ls=":")
+                ax.annotate(f"bound at {format_size(int(size))}", (1, bound / 1e9), xycoords=("axes fraction", "data"),
+                            ha="right", va="bottom", fontsize="x-small")
+        ctx["figures"].append(("The window's effect (log-log; hue: message size; dotted: the upper bound at each size)",
+                               figure_uri(grid.figure)))
     eff = median_of(summary, "efficiency")
     if not eff.empty:
         best = eff.sort_values("median").groupby(["pattern", "ranks", "message_size"], as_index=False).last()
@@ -54,7 +77,69 @@ def context(table, summary, campaign):
     if len(shuf):
         cols = ["ranks", "message_size", "window", "skew"]
         ctx["shuffle_table"] = html_table(shuf.groupby(cols, as_index=False).agg(
-            bandwidth_GBps=("bandwidth_Bps", lambda v: v.median() / 1e9),
-            partition_s=("partition_s", "median"), exchange_s=("exchange_s", "median"),
-            imbalance=("imbalance", "median"), verified=("verified", "all")))
+            bandwidth=("bandwidth_Bps", "median"), partition=("partition_s", "median"),
+            exchange=("exchange_s", "median"), imbalance=("imbalance", "median"), verified=("verified", "all")),
+            units={"message_size": SIZE, "bandwidth": "B/s", "partition": "s", "exchange": "s"})
     return ctx
+
+
+def headlines(table, summary) -> list[tuple[str, str]]:
+    """The window's effect on the streams, the best bidi bandwidth, and how close the shuffle gets to it."""
+    out = []
+    bw = median_of(summary, "bandwidth_Bps")
+    if bw.empty:
+        return out
+    for pattern in ("uni", "bidi"):
+        part = bw[bw["pattern"] == pattern]
+        if part["window"].nunique() < 2:
+            continue
+        first = part.sort_values(["nodes", "ranks", "message_size"]).iloc[0]
+        same = part[(part["nodes"] == first["nodes"]) & (part["ranks"] == first["ranks"])
+                    & (part["message_size"] == first["message_size"])]
+        low, high = same.loc[same["window"].idxmin()], same.loc[same["window"].idxmax()]
+        result = ratio(table, high["point"], low["point"], "bandwidth_Bps")
+        if result is not None:
+            out.append((f"{pattern} at {format_size(int(first['message_size']))}, {int(first['ranks'])} ranks: "
+                        f"window {int(high['window'])} moves {ratio_text(result)} the bandwidth of window "
+                        f"{int(low['window'])}", "info"))
+    bidi = bw[bw["pattern"] == "bidi"]
+    if len(bidi):
+        best = bidi.loc[bidi["median"].idxmax()]
+        bound = ""
+        if "pct_of_bound" in best and best["pct_of_bound"] == best["pct_of_bound"]:
+            bound = f", {sig(best['pct_of_bound'])}% of its bound ({best['bound']})"
+        out.append((f"best bidi bandwidth {median_text(best, 'B/s')} at {format_size(int(best['message_size']))}, "
+                    f"window {int(best['window'])}, {int(best['nodes'])} node(s){bound}", "info"))
+    eff = median_of(summary, "efficiency")
+    eff = eff[eff["pattern"] == "shuffle"] if len(eff) else eff
+    if len(eff):
+        best = eff.loc[eff["median"].idxmax()]
+        out.append((f"the data-dependent shuffle reaches {sig(100 * best['median'])}% "
+                    f"[{sig(100 * best['ci_low'])}, {sig(100 * best['ci_high'])}] of the peak bidi bandwidth "
+                    f"(at {format_size(int(best['message_size']))}, window {int(best['window'])}, "
+                    f"skew {best['skew']:g})", "info"))
+    return out
+
+
+def provide_bounds(summary, points) -> list[dict]:
+    """Between nodes: the best median bidi bandwidth at each node count (OSU's osu_bibw is the network's peak)."""
+    bw = median_of(summary, "bandwidth_Bps")
+    if bw.empty:
+        return []
+    bidi = bw[(bw["pattern"] == "bidi") & (bw["nodes"] > 1)]
+    rows = []
+    for nodes, group in bidi.groupby("nodes"):
+        best = group.loc[group["median"].idxmax()]
+        rows.append({"kind": "network", "nodes": int(nodes), "bound_Bps": best["median"],
+                     "label": f"best bidi at {int(nodes)} nodes ({int(best['ranks'])} ranks, "
+                              f"{format_size(int(best['message_size']))}, window {int(best['window'])})",
+                     "source": f"shuffle/{best['point']}"})
+    return rows
+
+
+def bound_request(row, meta):
+    """One node: memcpy of as many processes as the point's ranks (at most the CPUs); between nodes: the best bidi."""
+    if row["nodes"] > 1:
+        return {"kind": "network", "exact": {"nodes": int(row["nodes"])}}
+    return {"kind": "memcpy", "at_least": {"ranks": copiers(int(row["ranks"]), meta)},
+            "nearest": {"size": int(row["message_size"])}}

@@ -272,8 +272,9 @@ def test_report_section_tables_match_the_medians(tmp_path):
     ctx = io_report.context(table, aggregate.summarize("io", table), {})
     assert [pattern for pattern, _ in ctx["tables"]] == ["sfsw", "mfmw"]
     sfsw = ctx["tables"][0][1]
-    # Median latency 0.03 s; bandwidth median of 2 MiB / {0.01..0.05} s = 2 MiB / 0.03 s = 66.67 MiB/s.
-    assert "<td>0.03</td>" in sfsw and "<td>66.67</td>" in sfsw and "<td>2MiB</td>" in sfsw
+    # Median latency 0.03 s = 30 ms; bandwidth median of 2 MiB / {0.01..0.05} s = 2 MiB / 0.03 s = 66.7 MiB/s.
+    assert "latency (ms)" in sfsw and "bandwidth (MiB/s)" in sfsw
+    assert "<td>30.0</td>" in sfsw and "<td>66.7</td>" in sfsw and "<td>2MiB</td>" in sfsw
     assert ctx["figure"].startswith("data:image/png;base64,")
     assert ctx["emulated_blob"] and ctx["backends"] == ["POSIX", "Blob"]
 

@@ -254,7 +254,7 @@ def test_report_finds_speedups_and_crossover(tmp_path):
     for method in ("pickle", "buffer"):
         for density in (0.05, 0.5):
             recs, _ = run_point(tmp_path, 2, "sparse", method, "200x200", density)
-            frames.append(pd.DataFrame(recs))
+            frames.append(pd.DataFrame(recs).assign(point=f"{method}/{density}"))  # as aggregate.load names it
     table = pd.concat(frames, ignore_index=True)
     medians = bcast_report.method_medians(table)
     assert len(medians) == 4 and medians["cold_s"].notna().all()

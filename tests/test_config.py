@@ -92,8 +92,8 @@ def test_repetitions_and_warmups_per_family_default_to_the_campaigns():
 
 
 def test_disabled_family_has_no_points():
-    config = cc.validate({"campaign": {}, "shuffle": {"enabled": False}})
-    assert cc.grid(config) == {}
+    config = cc.validate({"campaign": {}, "shuffle": {"enabled": False}, "bcast": {"shapes": [[8, 8]]}})
+    assert list(cc.grid(config)) == ["bcast"]
 
 
 def test_snakemake_stops_before_any_job_with_the_message_and_no_traceback(tmp_path):

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from movebench import cluster, families
+from movebench import admission, cluster, families
 from movebench.core import envinfo, records
 
 PACKAGE = Path(__file__).resolve().parent
@@ -72,11 +72,39 @@ class CampaignRun:
                 todo.setdefault(family, []).append(self.tasks[family][job.wildcards.point]["point"])
         return todo
 
+    def admit(self, workflow, todo: dict[str, list[dict]]) -> None:
+        """Stop before the first job when a point to run does not fit the node or filesystem it runs on."""
+        executor = workflow.executor_plugin.name if workflow.executor_plugin is not None else "local"
+        if executor == "local":
+            capacities = {None: admission.local_capacity()}
+            partition_of = dict.fromkeys(todo)
+        elif executor == "slurm":
+            partition_of = {family: self.partition(workflow, family) for family in todo}
+            capacities = {part: cluster.partition_capacity(part) for part in set(partition_of.values())}
+        else:
+            return  # another executor: nothing known here about its nodes
+        for part, capacity in capacities.items():
+            if capacity is None:
+                continue
+            mine = {family: points for family, points in todo.items() if partition_of[family] == part}
+            lines = admission.problems(self.config, mine, capacity)
+            if lines:
+                sys.exit(admission.message(lines, capacity))
+
+    @staticmethod
+    def partition(workflow, family: str) -> str | None:
+        for job in workflow.dag.needrun_jobs():
+            if job.rule.name == f"{family}_point":
+                return dict(job.resources).get("slurm_partition") or None
+        return None
+
     def start(self, workflow) -> None:
         self.started = time.time()
         campaign = self.config["campaign"]
+        todo = self.points_to_run(workflow)
+        self.admit(workflow, todo)
         services = {family: families.load(family).services(self.config[family], campaign, points)
-                    for family, points in self.points_to_run(workflow).items()}
+                    for family, points in todo.items()}
         services = {family: service for family, service in services.items() if service is not None}
         if workflow.executor_plugin is not None and workflow.executor_plugin.name == "slurm":
             # Stop before the first sbatch if the cluster cannot run or track the jobs.

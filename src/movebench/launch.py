@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 from movebench import cluster, families, machine
-from movebench.core import records
+from movebench.core import envinfo, records
 
 GRACE_S = 10
 LOG_TAIL_LINES = 40
@@ -117,6 +117,7 @@ class _Run:
         for line in self.proc.stdout:
             if self.quiet:
                 continue
+            line = envinfo.redact_value(line)  # an SDK's error may quote a URL with its SAS signature
             self.tail.append(line.rstrip("\n"))
             with contextlib.suppress(OSError):  # a full disk under the log: the output is lost, not the run
                 sys.stdout.write(line)

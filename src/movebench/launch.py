@@ -222,6 +222,12 @@ def free_space(folder) -> str:
     return f"{free} bytes"
 
 
+def _fullest(records_folder: Path, settings: dict) -> str:
+    """The point's folders (its records', and a target folder its kernel got as setting `path`) with free space."""
+    folders = [records_folder] + [Path(v) for k, v in settings.items() if k == "path" and isinstance(v, str)]
+    return ", ".join(f"{folder} has {free_space(folder)} free" for folder in folders)
+
+
 class DiskFull(Exception):
     """No space left where a point's files go: one line for the log and the console."""
 
@@ -341,8 +347,8 @@ def _run_point(args, signals: _Signals) -> int:
         if reason is None and rc != 0:
             reason = f"kernel exited with status {rc}"
             if any(marker in line for line in (run.tail if run else ()) for marker in
-                   ("No space left on device", "Errno 28", "Disk quota exceeded")):
-                reason += f" (no space left on a device: {out.parent} has {free_space(out.parent)} free)"
+                   ("No space left on device", "Errno 28", "Disk quota exceeded", "cannot write the records")):
+                reason += f" (no space left on a device: {_fullest(out.parent, task['settings'])})"
         if reason is None:
             try:
                 recs = records.read_jsonl(tmp_out)

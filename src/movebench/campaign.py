@@ -8,8 +8,10 @@ Everything here runs inside plain `snakemake`, so that `snakemake --profile loca
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
+import logging
 import os
 import shlex
 import signal
@@ -67,6 +69,35 @@ class CampaignRun:
         self.workflow = None
         self.lock = None
         self.interrupted = None
+        self.ended = False
+        self.snakemake_error = False
+
+    def watch(self, workflow) -> None:
+        """A run that Snakemake stops outside its jobs still ends with a partial report.
+
+        Snakemake calls onerror only when jobs failed; an error while it builds or schedules jobs (an
+        input or params function that raises, a rule that cannot be planned) ends the process with no
+        hook. Its error is an ERROR event on its logger; at exit, a real run (not a dry run, not a
+        job's own snakemake) that saw one and never reached onsuccess/onerror gets the same ending.
+        """
+        run = self
+
+        class SeeErrors(logging.Handler):
+            def emit(self, record):
+                if str(getattr(record, "event", "")) == "error":
+                    run.snakemake_error = True
+
+        logging.getLogger("snakemake.logging").addHandler(SeeErrors(level=logging.ERROR))
+        self.workflow_at_exit = workflow
+        atexit.register(self.at_exit)
+
+    def at_exit(self) -> None:
+        workflow = self.workflow_at_exit
+        real_run = (workflow.executor_plugin is not None and not workflow.dryrun and not workflow.touch
+                    and not workflow.execution_settings.no_hooks)
+        if self.snakemake_error and real_run and not self.ended:
+            print("movebench: Snakemake stopped outside the points' jobs (its error is above)", file=sys.stderr)
+            self.end(ok=False)
 
     def points_to_run(self, workflow) -> dict[str, list[dict]]:
         todo: dict[str, list[dict]] = {}
@@ -154,6 +185,7 @@ class CampaignRun:
             self.services.enter_context(service)
 
     def end(self, ok: bool) -> None:
+        self.ended = True
         self.services.close()
         if not ok and self.workflow is not None:
             self.record_finished(self.workflow)

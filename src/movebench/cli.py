@@ -68,7 +68,8 @@ def run(args, snakemake_args: list[str]) -> int:
         sys.exit(f"movebench: {error}")
     cmd = [sys.executable, "-m", "snakemake", "--profile", args.profile]
     if args.configfile:
-        cmd += ["--configfile", str(config_file)]
+        # One value (=): snakemake's --configfile takes several, and would take a target that follows as a file.
+        cmd += [f"--configfile={config_file}"]
     cmd += snakemake_args
     started = time.time()
     print("movebench: " + " ".join(cmd), flush=True)

@@ -363,12 +363,13 @@ def _run_point(args, signals: _Signals) -> int:
         env.update(cluster.allocation_env(env))
         try:
             run = _Run(argv, env)
-            watch = ShmWatch(run.proc.pid)
+            # MPICH's segments; Dragon's are dragonrun's to clean (kv's launcher is not MPI).
+            watch = ShmWatch(run.proc.pid) if families.load(family).launcher == "mpi" else None
         except OSError as exc:
             run, reason = None, f"could not start {argv[0]!r}: {exc.strerror or exc}"
         if run is not None:
             # The ranks alive at a stop are looked at once more; a rank killed earlier was seen while it ran.
-            rc, reason = _wait(run, args.timeout, signals, before_stop=watch.look)
+            rc, reason = _wait(run, args.timeout, signals, before_stop=watch.look if watch else lambda: None)
             run.reader.join(timeout=5)
         ended = time.time()
         overlapped = running.leave()

@@ -30,7 +30,7 @@ run: install  ## run the default campaign on this machine (snakemake --profile l
 	$(PY) -m movebench $(CONFIG_ARG) run --profile $(PROFILE) $(ARGS)
 
 dry-run: install  ## show what a run would do, point by point, without running it
-	$(VENV)/bin/snakemake --profile $(PROFILE) $(CONFIG_ARG) --dry-run --quiet rules $(ARGS)
+	$(PY) -m movebench $(CONFIG_ARG) run --profile $(PROFILE) --dry-run --quiet rules $(ARGS)
 
 plan: install  ## Slurm jobs, nodes and node-hours the campaign asks for (PLAN_ARGS="--group-components shuffle=8")
 	$(PY) -m movebench $(CONFIG_ARG) plan $(PLAN_ARGS)

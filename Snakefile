@@ -19,7 +19,12 @@ if not config:
 SCHEMAS = Path(workflow.basedir) / "workflow" / "schemas"
 
 try:
+    # Snakemake read the files already (before this Snakefile); what its loader lets through, e.g.
+    # a key given twice, is refused here with the file and line.
+    campaign_config.recheck_files(workflow.overwrite_configfiles)
     config = campaign_config.validate(config, SCHEMAS)
+except campaign_config.ConfigFileError as error:
+    sys.exit(f"movebench: {error}")
 except campaign_config.ConfigError as error:
     print(error.message(), file=sys.stderr)
     sys.exit(1)

@@ -35,6 +35,7 @@ from pathlib import Path
 ROOT_DIR = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT_DIR / "src"))
 
+from movebench import admission  # noqa: E402
 from movebench.families import bcast  # noqa: E402
 from movebench.families.bcast.kernel import IN_PLACE, METHODS  # noqa: E402
 from movebench.launch import make_task, run_kernel  # noqa: E402
@@ -84,7 +85,7 @@ def osu_bcast_us(ranks: int) -> float:
 
 def fit_case(kind: str, shape: tuple[int, int], density: float | None, ranks: int, fraction: float):
     """The shape, rows scaled down until pickle (the hungriest method) fits; and a note if it was scaled."""
-    budget = fraction * bcast.mem_available()
+    budget = fraction * admission.mem_available()
     rows, cols = shape
     while True:
         point = {"kind": kind, "method": "pickle", "nodes": 1, "ranks": ranks, "shape": f"{rows}x{cols}",

@@ -53,6 +53,28 @@ def snakemake(workdir: Path, *args, profile="local", timeout=600, check=True) ->
     return proc
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _own_machine_lock(tmp_path_factory):
+    """The suite's campaigns take their own benchmark lock and registry, not the machine's.
+
+    Campaigns of this session still run one at a time (tests/test_hardening.py tests the lock
+    itself); another engineer's suite or benchmark on the machine neither waits for them nor is
+    flagged by them.
+    """
+    from movebench import machine
+
+    folder = tmp_path_factory.mktemp("machine")
+    saved = {name: os.environ.get(name) for name in (machine.LOCK_FILE_ENV, machine.POINTS_DIR_ENV)}
+    os.environ[machine.LOCK_FILE_ENV] = str(folder / "benchmark.lock")
+    os.environ[machine.POINTS_DIR_ENV] = str(folder / "points")
+    yield
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 @pytest.fixture
 def campaign(tmp_path):
     """Write a config into a fresh folder; returns (folder, write(config))."""

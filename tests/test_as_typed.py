@@ -84,3 +84,23 @@ def test_the_wrapper_passes_what_it_does_not_know_to_snakemake(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "bcast_point" in proc.stdout + proc.stderr
     assert not (tmp_path / "results" / "raw").exists()  # -n reached snakemake: nothing ran
+
+
+@pytest.mark.parametrize(
+    "args, expect",
+    [
+        (["--unlock"], "Unlocked working directory."),
+        (["{results}/tables/bcast.csv", "-n"], "rule aggregate:"),  # a target name
+        (["--list-rules"], "bcast_point"),
+    ],
+)
+def test_the_wrapper_passes_more_snakemake_arguments_through(tmp_path, args, expect):
+    (tmp_path / "mine.yaml").write_text(yaml.safe_dump({
+        "campaign": {"name": "mine", "results_dir": str(tmp_path / "results")},
+        "bcast": {"kinds": ["dense"], "methods": ["buffer"], "shapes": [[8, 8]]}}))
+    args = [a.format(results=tmp_path / "results") for a in args]
+    proc = subprocess.run([PYTHON, "-m", "movebench", "--configfile", str(tmp_path / "mine.yaml"), "run", *args],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert expect in proc.stdout + proc.stderr
+    assert not (tmp_path / "results" / "raw").exists()  # nothing ran

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from conftest import MPIEXEC, PYTHON, make_task, run_kernel
+from movebench import admission, families
 from movebench import config as campaign_config
-from movebench import families
 from movebench.families import bcast as spec
 from movebench.families.bcast import kernel
 from movebench.families.bcast import report as bcast_report
@@ -96,25 +96,28 @@ def test_bad_input_is_refused_with_key_value_and_hint(section, path, words):
     assert words in message and path in message
 
 
+def refused(section):
+    """Admission's lines for the config's points on this machine (what onstart checks before any job)."""
+    config = validate(section)
+    return admission.problems(config, campaign_config.grid(config), admission.local_capacity())
+
+
 def test_shape_too_large_for_memory_is_refused_before_launch():
-    available = spec.mem_available()
+    available = admission.mem_available()
     side = int((available / 8) ** 0.5) + 1  # one dense float64 array larger than all available memory
-    problems, message = problems_of({"kinds": ["dense"], "methods": ["buffer"], "shapes": [[100, 100], [side, side]]})
-    assert [p[0] for p in problems] == ["bcast.shapes[1]"]
-    assert "memory_fraction" in message and "MemAvailable" in message and "smaller shape" in message
+    lines = refused({"kinds": ["dense"], "methods": ["buffer"], "shapes": [[100, 100], [side, side]]})
+    assert len(lines) == 1 and f"shape~{side}x{side}" in lines[0]
+    assert "memory_fraction" in lines[0] and "MemAvailable" in lines[0]
 
 
 def test_memory_refusal_counts_ranks_and_method():
     """A shape that fits for buffer at 2 ranks is refused for pickle at many ranks: bytes x ranks."""
-    budget = 0.8 * spec.mem_available()
+    budget = 0.8 * admission.mem_available()
     side = int((budget / 8 / 6) ** 0.5)  # payload ~ budget / 6
-    fits = validate({"kinds": ["dense"], "methods": ["buffer"], "shapes": [[side, side]], "ranks": [2]})
-    assert fits["bcast"]["shapes"] == [[side, side]]
-    problems, message = problems_of(
-        {"kinds": ["dense"], "methods": ["buffer", "pickle"], "shapes": [[side, side]], "ranks": [2, 4]}
-    )
-    assert [p[0] for p in problems] == ["bcast.shapes[0]"]
-    assert "method pickle, 4 ranks" in message
+    assert refused({"kinds": ["dense"], "methods": ["buffer"], "shapes": [[side, side]], "ranks": [2]}) == []
+    lines = refused({"kinds": ["dense"], "methods": ["buffer", "pickle"], "shapes": [[side, side]], "ranks": [2, 4]})
+    assert [line.split(":")[0] for line in lines] == [
+        f"bcast kind~dense/method~pickle/nodes~1/ranks~4/shape~{side}x{side}/dtype~float64"]
 
 
 def test_memory_plan_follows_each_method():

@@ -75,7 +75,6 @@ def test_grid_and_launch_command():
          "mem_frac x total_mem leaves no key"),
         ({"managers_per_node": [8], "total_mem": "16MiB"}, "kv.total_mem", "'16MiB'", "a DDict manager needs at least"),
         ({"clients_per_node": [1000]}, "kv.clients_per_node", "1000", "at most"),
-        ({"total_mem": "1TiB", "keys_per_client": 1}, "kv.total_mem", "'1TiB'", "/dev/shm has"),
         ({"operations": ["scan"]}, "kv.operations[0]", "'scan'", "must be one of put, batch_put, get, frozen_get"),
         ({"mem_frac": 0.9}, "kv.mem_frac", "0.9", "must be <= 0.75"),
     ],
@@ -87,6 +86,17 @@ def test_bad_input_is_refused_before_launch(kv, path, value, hint):
     line = next((ln for ln in message.splitlines() if ln.strip().startswith(path + " ")), None)
     assert line is not None, message
     assert f"{path} = {value}" in line and hint in line, message
+
+
+def test_a_dev_shm_too_small_for_the_pools_is_refused_before_any_job():
+    """Admission (the Snakefile's onstart) checks /dev/shm here; dragonrun checks it again at launch."""
+    from movebench import admission
+
+    config = cc.validate(base(total_mem="1TiB", keys_per_client=1, operations=["put"], value_sizes=["1KiB"]))
+    lines = admission.problems(config, cc.grid(config), admission.local_capacity())
+    shm = [line for line in lines if line.startswith("/dev/shm: its largest point (kv operation~put")]
+    assert len(shm) == 1 and "needs for its DDict pools and Dragon's segments" in shm[0], lines
+    assert "but the filesystem of /dev/shm has" in shm[0]
 
 
 def test_segment_names_of_the_run_and_only_those():

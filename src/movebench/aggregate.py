@@ -120,5 +120,9 @@ def write_tables(family: str, paths, output, grid_points: list[dict], raw, faile
 
 def _atomic(path, write) -> None:
     tmp = Path(path).with_name(f".{Path(path).name}.tmp")
-    write(tmp)
-    tmp.replace(path)
+    try:
+        write(tmp)
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a full disk leaves no half table behind
+        raise

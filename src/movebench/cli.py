@@ -8,9 +8,9 @@ workflow itself starts and stops the services a campaign needs.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -28,22 +28,55 @@ DEFAULT_CONFIG = "config/config.yaml"
 def _load(config_path) -> dict:
     try:
         return campaign_config.validate(campaign_config.load(config_path or DEFAULT_CONFIG))
+    except campaign_config.ConfigFileError as error:
+        sys.exit(f"movebench: {error}")
     except campaign_config.ConfigError as error:
         sys.exit(error.message())
 
 
+def _snakemake(cmd: list[str]) -> int:
+    """Run snakemake and wait for it, however the user interrupts.
+
+    Ctrl-C reaches snakemake itself (it is in this process group): it stops its jobs, writes the
+    partial report and releases its lock. This process only waits for that; killing snakemake
+    here instead would leave the lock behind ("Directory cannot be locked" on the next run).
+    SIGTERM and SIGHUP, sent to this process alone, are passed on.
+    """
+    proc = subprocess.Popen(cmd, cwd=ROOT)
+
+    def forward(signum, frame):
+        if proc.poll() is None:
+            proc.send_signal(signum)
+
+    handlers = {signal.SIGINT: signal.SIG_IGN, signal.SIGTERM: forward, signal.SIGHUP: forward}
+    previous = {sig: signal.signal(sig, handler) for sig, handler in handlers.items()}
+    try:
+        return proc.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def run(args, snakemake_args: list[str]) -> int:
     """`snakemake --profile PROFILE [--configfile F] ARGS...` from the repository, then where the report is."""
+    config_file = Path(args.configfile).resolve() if args.configfile else ROOT / DEFAULT_CONFIG
+    try:
+        # Snakemake reads the file before any workflow code and says only "not valid JSON or YAML":
+        # the file's own problems are told here, with the line.
+        campaign = campaign_config.load(config_file)
+    except campaign_config.ConfigFileError as error:
+        sys.exit(f"movebench: {error}")
     cmd = [sys.executable, "-m", "snakemake", "--profile", args.profile]
     if args.configfile:
-        cmd += ["--configfile", str(Path(args.configfile).resolve())]
+        # One value (=): snakemake's --configfile takes several, and would take a target that follows as a file.
+        cmd += [f"--configfile={config_file}"]
     cmd += snakemake_args
     started = time.time()
     print("movebench: " + " ".join(cmd), flush=True)
-    rc = subprocess.call(cmd, cwd=ROOT)
+    rc = _snakemake(cmd)
     try:
-        results = ROOT / campaign_config.load(args.configfile or ROOT / DEFAULT_CONFIG)["campaign"]["results_dir"]
-    except (OSError, KeyError, TypeError, ValueError):
+        results = ROOT / campaign["campaign"]["results_dir"]
+    except (KeyError, TypeError):
         return rc
     for name, note in (("report.html", ""), ("report.partial.html", " (partial: some points failed or did not run)")):
         report = (results / name).resolve()
@@ -161,7 +194,8 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    with contextlib.suppress(KeyboardInterrupt):
+    try:
         sys.exit(main())
-    sys.exit(130)
+    except KeyboardInterrupt:
+        sys.exit("movebench: interrupted")
 

@@ -304,6 +304,48 @@ def preflight_message(problems: list[str]) -> str:
     )
 
 
+def _mebibytes(text: str | None) -> int | None:
+    """Slurm's memory fields are MiB ("RealMemory=64000", "MaxMemPerNode=UNLIMITED")."""
+    try:
+        return int(str(text).rstrip("M")) * 2**20
+    except ValueError:
+        return None
+
+
+def partition_capacity(partition: str | None, run=_run):
+    """A node of `partition` (the default one when None) as admission sees it, or None when Slurm cannot tell.
+
+    Memory: the smallest RealMemory of the partition's nodes (`scontrol show node -o`), capped by the
+    partition's MaxMemPerNode; cores: the smallest CPUTot. A point's job asks for its own memory with
+    mem_mb; this is the most any job of the partition can get on one node.
+    """
+    from movebench.admission import Capacity
+
+    parts_proc = run(["scontrol", "show", "partition", "-o"])
+    nodes_proc = run(["scontrol", "show", "node", "-o"])
+    if parts_proc.returncode != 0 or nodes_proc.returncode != 0:
+        return None
+    parts = partitions(parts_proc.stdout)
+    name = partition or next((n for n, p in parts.items() if p.get("Default") == "YES"), None)
+    if name not in parts:
+        return None
+    memories, cores = [], []
+    for line in nodes_proc.stdout.splitlines():
+        fields = dict(tok.split("=", 1) for tok in line.split() if "=" in tok)
+        if name in fields.get("Partitions", "").split(","):
+            if _mebibytes(fields.get("RealMemory")):
+                memories.append(_mebibytes(fields["RealMemory"]))
+            if fields.get("CPUTot", "").isdigit():
+                cores.append(int(fields["CPUTot"]))
+    memory = min(memories) if memories else None
+    cap = _mebibytes(parts[name].get("MaxMemPerNode"))
+    source = "RealMemory"
+    if cap is not None and (memory is None or cap < memory):
+        memory, source = cap, "MaxMemPerNode"
+    return Capacity(where=f"Slurm partition {name}", memory_bytes=memory, memory_source=source,
+                    cores=min(cores) if cores else None, max_nodes=None, local_storage=False)
+
+
 # --------------------------------------------------------------------------- inside a job
 
 

@@ -154,10 +154,25 @@ def _paths(config):
     return results, results / "raw", results / "failed", results / "tables"
 
 
+def overlaps(points: pd.DataFrame) -> list[dict]:
+    """Points whose run overlapped another movebench point on the machine (meta `overlapped_with`)."""
+    if "overlapped_with" not in points:
+        return []
+    found = []
+    for _, row in points[points["status"] == "ok"].iterrows():
+        text = row["overlapped_with"]
+        others = json.loads(text) if isinstance(text, str) and text.startswith("[") else []
+        if others:
+            found.append({"point": row["point"], "with": "; ".join(
+                f"{o.get('campaign')}: {o.get('family')} {o.get('point')} (pid {o.get('pid')})" for o in others)})
+    return found
+
+
 def _section(points: pd.DataFrame, table: pd.DataFrame, summary: pd.DataFrame) -> dict:
     status = points["status"] if len(points) else pd.Series(dtype=str)
     failed = points[status == "failed"]
     return {
+        "overlapped": overlaps(points) if len(points) else [],
         "points": points["point"].tolist() if len(points) else [],
         "ok": points.loc[status == "ok", "point"].tolist() if len(points) else [],
         "failed": failed.to_dict("records"),
@@ -230,6 +245,7 @@ def overview(config: dict, sections: dict) -> dict:
         "packages": {k: v for k, v in packages.items() if v and v != "nan"},
         "counts": {name: {"points": len(s["points"]), "ok": len(s["ok"]), "failed": len(s["failed"]),
                           "missing": len(s["missing"])} for name, s in sections.items()},
+        "overlapped": sum(len(s["overlapped"]) for s in sections.values()),
         "config_yaml": _yaml(config),
     }
 
@@ -347,6 +363,7 @@ def render_html(config: dict, sections: dict, partial: bool = False) -> str:
             "published": published.get(name),
             "failed": section["failed"],
             "missing": section["missing"],
+            "overlapped": section["overlapped"],
         }
     return env.get_template("report.html.j2").render(
         overview=overview(config, sections), families=family_html, partial=partial, escape=html.escape,

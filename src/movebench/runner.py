@@ -10,6 +10,7 @@ so a half-run point never looks finished.
 
 from __future__ import annotations
 
+import errno
 import json
 import sys
 import time
@@ -67,9 +68,17 @@ def run_mpi(comm, task: Task, measure, extra_meta=None) -> list[dict]:
 
 
 def write(task: Task, recs: list[dict], **meta) -> None:
-    """The point's records, and its meta: the environment, the task, and what the kernel adds."""
-    records.write_jsonl(task.out, recs)
-    if task.meta:
-        captured = envinfo.capture(family=task.family, variant=task.variant, point=task.point,
-                                   settings=task.settings, kernel_end=time.time(), **meta)
-        records.write_json(task.meta, captured)
+    """The point's records, and its meta: the environment, the task, and what the kernel adds.
+
+    A full disk ends the kernel with one line (launch adds the folder's free space), not a traceback.
+    """
+    try:
+        records.write_jsonl(task.out, recs)
+        if task.meta:
+            captured = envinfo.capture(family=task.family, variant=task.variant, point=task.point,
+                                       settings=task.settings, kernel_end=time.time(), **meta)
+            records.write_json(task.meta, captured)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        sys.exit(f"movebench: {task.family}: cannot write the records ({exc.strerror}): {task.out}")

@@ -14,6 +14,8 @@ ReFrame-style, what a point is and what is measured:
 - `constraint(point)`: why a combination of axis values cannot run (default: more nodes than
   ranks); the engine leaves such points out and refuses a value that leaves out every point.
 - `resources(point, section)`: what a point's job asks of a scheduler.
+- `node_memory_bytes(point, section)` and `storage(point, section)`: what a point plans to use on its
+  busiest node and on filesystems; the engine admits a point only when these fit (movebench.admission).
 
 Only `kernel.py` (and `kernel_sources`) plus the shared runner files are inputs of a family's point
 rule: editing the spec, the report or a template never reruns a measurement. The spec therefore
@@ -44,6 +46,10 @@ class Axis:
     #: the axis exists only for points (built so far, earlier axes) where this holds.
     when: Callable[[dict], bool] = _always
 
+    @property
+    def conditional(self) -> bool:
+        return self.when is not _always
+
 
 @dataclass(frozen=True)
 class Setting:
@@ -58,6 +64,20 @@ class Setting:
         for part in self.key.split("."):
             value = value[part]
         return self.convert(value) if self.convert and value is not None else value
+
+
+@dataclass(frozen=True)
+class Storage:
+    """Room a point needs in a folder's filesystem while it runs."""
+
+    path: str
+    bytes: int
+    #: what the bytes are, for the refusal message
+    what: str
+    #: left there after the point (e.g. io with cleanup: false): such bytes add up over a campaign's points
+    kept: bool = False
+    #: on each node's own filesystem (/dev/shm): only checked where the run's node is this machine
+    node_local: bool = False
 
 
 HIGHER, LOWER = "higher", "lower"
@@ -120,8 +140,11 @@ class Family:
         return None
 
     def combinations(self, section: dict):
-        """Every combination of axis values in path order, `when` applied, constraints not yet."""
-        values = {axis.name: axis.expand(section[axis.key]) for axis in self.axes}
+        """Every combination of axis values in path order, `when` applied, constraints not yet.
+
+        A value given twice (4KiB and 4096, or a repeated list entry) is one value: its points run once.
+        """
+        values = {axis.name: list(dict.fromkeys(axis.expand(section[axis.key]))) for axis in self.axes}
 
         def extend(point: dict, rest: tuple[Axis, ...]):
             if not rest:
@@ -154,6 +177,10 @@ class Family:
     def node_memory_bytes(self, point: dict, section: dict) -> int:
         """What the point plans to use on its busiest node; families refine it."""
         return 1024**3
+
+    def storage(self, point: dict, section: dict) -> list[Storage]:
+        """Filesystem room the point needs while it runs (besides its records); default none."""
+        return []
 
     def resources(self, point: dict, section: dict) -> dict:
         """A point job's scheduler resources: tasks (sbatch --ntasks), nodes, mem_mb.

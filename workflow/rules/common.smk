@@ -71,6 +71,7 @@ LAUNCH = (
 )
 
 CAMPAIGN_RUN = campaign.CampaignRun(config, GRID, TASKS)
+CAMPAIGN_RUN.watch(workflow)
 
 
 def campaign_started():

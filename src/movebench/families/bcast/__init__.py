@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
-from pathlib import Path
 
 from movebench.spec import BANDWIDTH, ELAPSED, LOWER, Axis, Family, Measure, Setting
 
@@ -13,7 +11,6 @@ ITEM_BYTES = {"float64": 8, "float32": 4, "int64": 8, "int32": 4}
 # here; planned at 160 MiB to leave room for MPI's buffers and RMA windows (a few MiB) and
 # for other platforms' larger libraries.
 BASE_RANK_BYTES = 160 * 2**20
-_MEMINFO = Path("/proc/meminfo")
 
 
 def shape_text(shape) -> str:
@@ -53,20 +50,6 @@ def rank_bytes(method: str, payload: int) -> tuple[int, int]:
     return BASE_RANK_BYTES + payload, BASE_RANK_BYTES + payload
 
 
-def mem_available() -> int | None:
-    """MemAvailable of /proc/meminfo in bytes (None where there is no such file)."""
-    try:
-        text = _MEMINFO.read_text()
-    except OSError:
-        return None
-    match = re.search(r"^MemAvailable:\s+(\d+)\s+kB", text, re.M)
-    return int(match.group(1)) * 1024 if match else None
-
-
-def _gib(n: int) -> str:
-    return f"{n / 2**30:.2f} GiB"
-
-
 def _is_sparse(point: dict) -> bool:
     return point["kind"] == "sparse"
 
@@ -98,33 +81,6 @@ class Bcast(Family):
         if "sparse" in section["kinds"]:
             hint = "sparse arrays are 2-D CSR matrices: give [rows, columns], e.g. [10000, 10000]"
             problems += [(f"shapes[{i}]", s, hint) for i, s in enumerate(section["shapes"]) if len(s) != 2]
-        return problems or self.memory_problems(section, campaign)
-
-    def memory_problems(self, section, campaign):
-        """Each shape whose hungriest point plans more than memory_fraction of this machine's MemAvailable."""
-        available = mem_available()
-        if available is None:
-            return []
-        fraction = campaign.get("memory_fraction", 0.8)
-        budget = int(fraction * available)
-        problems = []
-        points = self.points(section)
-        for i, shape in enumerate(section["shapes"]):
-            mine = [p for p in points if p["shape"] == shape_text(shape)]
-            if not mine:
-                continue
-            worst = max(mine, key=lambda p: self.node_memory_bytes(p, section))
-            need = self.node_memory_bytes(worst, section)
-            if need > budget:
-                density = f" at density {worst['density']}" if worst["kind"] == "sparse" else ""
-                what = f"{worst['kind']} {worst['dtype']}{density}, method {worst['method']}"
-                where = f"{worst['ranks']} ranks on {worst['nodes']} node(s)"
-                hint = (
-                    f"{what}, {where} plans {_gib(need)} on one node (payload {_gib(self.payload(worst))}; "
-                    f"bcast.rank_bytes), more than campaign.memory_fraction {fraction} x MemAvailable "
-                    f"{_gib(available)} = {_gib(budget)}: use a smaller shape, fewer ranks or more nodes"
-                )
-                problems.append((f"shapes[{i}]", shape, hint))
         return problems
 
     @staticmethod

@@ -5,13 +5,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import shutil
 import sys
 import tempfile
 from pathlib import Path
 
 from movebench.core.sizes import SizeError, expand_sizes, format_size, parse_size
-from movebench.spec import BANDWIDTH, ELAPSED, LOWER, Axis, Family, Measure, Setting, point_path
+from movebench.spec import BANDWIDTH, ELAPSED, LOWER, Axis, Family, Measure, Setting, Storage, point_path
 
 PATTERNS = ("sfsw", "sfmw", "mfmw")
 CLOUD = ("blob", "fileshare")
@@ -117,10 +116,29 @@ class IO(Family):
         return settings
 
     def node_memory_bytes(self, point, section):
-        per_rank = point["size_per_proc"] * (2 if section["verify"] else 1)
+        """Rank 0's node: every rank's data, its making and read-back, SDK upload buffers, sfsw's gather.
+
+        A rank holds its data and, while making it, a copy as wide (kernel.make_payload); verify reads
+        its part back. The Azure SDK reads each block (blob) or range (fileshare) it sends into memory,
+        max_concurrency at a time. sfsw gathers every rank's data on rank 0 before writing it alone.
+        """
+        size = point["size_per_proc"]
+        per_rank = 2 * size + (size if section["verify"] else 0)
+        backend = point["backend"]
+        if backend in CLOUD:
+            chunk = parse_size(section["block_size"] if backend == "blob" else section["range_size"])
+            per_rank += section[backend]["max_concurrency"] * min(chunk, object_size(point["pattern"], size,
+                                                                                      point["ranks"]))
         ranks_per_node = -(-point["ranks"] // point["nodes"])
-        gathered = point["size_per_proc"] * point["ranks"] if point["pattern"] == "sfsw" else 0
+        gathered = size * point["ranks"] if point["pattern"] == "sfsw" else 0
         return 512 * MiB + ranks_per_node * (150 * MiB + per_rank) + gathered
+
+    def storage(self, point, section):
+        """posix and mpiio write size_per_proc x ranks into the target folder; cleanup: false keeps the last."""
+        if point["backend"] not in ("posix", "mpiio"):
+            return []
+        written = point["size_per_proc"] * point["ranks"]
+        return [Storage(section["posix"]["path"] or default_path(), written, "writes", kept=not section["cleanup"])]
 
     def services(self, section, campaign, points):
         """Azurite for the run when a blob point on the emulator is about to run and none is given."""
@@ -154,6 +172,7 @@ class IO(Family):
                 continue
             if limits[key] < 1:
                 problems.append((key, value, "must be at least 1 byte"))
+                del limits[key]
             elif limit and limits[key] > limit:
                 problems.append((key, value, f"must be at most {format_size(limit)} ({why})"))
         backends = section["backends"]
@@ -196,25 +215,6 @@ class IO(Family):
             why = _writable_problem(path)
             if why:
                 problems.append(("posix.path", path, f"must be a writable folder (or creatable): {why}"))
-            else:
-                need = max(
-                    object_size(p, max(sizes), r) * (1 if p != "mfmw" else r)
-                    for p in section["patterns"]
-                    for r in section["ranks"]
-                )
-                probe = Path(path).expanduser()
-                while not probe.exists():
-                    probe = probe.parent
-                free = shutil.disk_usage(probe).free
-                if need > free:
-                    problems.append(
-                        (
-                            "posix.path",
-                            path,
-                            f"the largest point writes {format_size(need)} but only "
-                            f"{free / 2**30:.1f} GiB are free there",
-                        )
-                    )
         for backend in (b for b in backends if b in CLOUD):
             creds = section[backend]
             if backend == "blob" and emulated(section):

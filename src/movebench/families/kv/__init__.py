@@ -6,7 +6,7 @@ import math
 import os
 
 from movebench.core.sizes import expand_sizes, format_size, parse_size
-from movebench.spec import BANDWIDTH, ELAPSED, HIGHER, LOWER, Axis, Family, Measure, Setting
+from movebench.spec import BANDWIDTH, ELAPSED, HIGHER, LOWER, Axis, Family, Measure, Setting, Storage
 
 # Dragon's DDict refuses a manager pool below 3 MB (DDICT_MIN_SIZE) and needs room beyond the data for its
 # own bookkeeping; Dragon's docs suggest ~30 % more than the data.
@@ -43,26 +43,6 @@ def node_memory_bytes(point: dict, section: dict) -> int:
     data = 2 * clients * keys * (KEY_BYTES + point["value_size"])
     processes = (clients + managers + INFRA_PROCESSES) * PROCESS_RSS_BYTES
     return shm_bytes(total_mem, point["value_size"], clients) + data + processes
-
-
-def _available_memory() -> int | None:
-    try:
-        for line in open("/proc/meminfo"):
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
-def _shm_free() -> int | None:
-    from movebench.dragonrun import SHM, shm_free_bytes
-
-    try:
-        return shm_free_bytes(SHM)
-    except OSError:
-        return None
-
 
 
 class KV(Family):
@@ -112,8 +92,6 @@ class KV(Family):
                                  f"a manager's {format_size(int(per_manager))} pool ({managers} managers per node): "
                                  f"use total_mem >= {format_size(need)}"))
         explicit = section.get("keys_per_client")
-        memory_cap = campaign.get("memory_fraction", 0.8) * (_available_memory() or float("inf"))
-        shm_free = _shm_free()
         cpus = os.cpu_count() or 1
         for nodes in section["nodes"]:
             for cpn in section["clients_per_node"]:
@@ -134,22 +112,6 @@ class KV(Family):
                                          f"(128 B key + {format_size(size)} value) need {format_size(need)} per node "
                                          f"with DDict's 30% headroom: use total_mem >= {format_size(need)} or fewer "
                                          "keys_per_client"))
-                    if nodes != 1:
-                        continue  # other machines: dragonrun checks their /dev/shm at launch
-                    for managers in section["managers_per_node"]:
-                        point = {"nodes": nodes, "clients_per_node": cpn, "managers_per_node": managers,
-                                 "value_size": size}
-                        plan = node_memory_bytes(point, section)
-                        if plan > memory_cap:
-                            problems.append(("clients_per_node", cpn, f"with {managers} managers and "
-                                             f"{format_size(size)} values a node plans {plan / 2**30:.1f} GiB, over "
-                                             f"campaign.memory_fraction of this machine's available memory "
-                                             f"({memory_cap / 2**30:.1f} GiB): fewer clients, keys or total_mem"))
-                        shm = shm_bytes(total_mem, size, cpn)
-                        if shm_free is not None and shm > shm_free:
-                            problems.append(("total_mem", section["total_mem"], f"/dev/shm has "
-                                             f"{shm_free / 2**30:.2f} GiB free, this point's pools need "
-                                             f"{shm / 2**30:.2f} GiB: lower total_mem or grow /dev/shm"))
         return _unique(problems)
 
     def kernel_settings(self, point, section, campaign):
@@ -163,6 +125,11 @@ class KV(Family):
 
     def node_memory_bytes(self, point, section):
         return node_memory_bytes(point, section)
+
+    def storage(self, point, section):
+        """The DDict's pools and Dragon's segments live in each node's /dev/shm (dragonrun checks it again)."""
+        need = shm_bytes(parse_size(section["total_mem"]), point["value_size"], point["clients_per_node"])
+        return [Storage("/dev/shm", need, "needs for its DDict pools and Dragon's segments", node_local=True)]
 
     def launch_command(self, python_argv, task):
         from movebench.families.kv.kernel import dragon_command

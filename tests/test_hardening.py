@@ -416,7 +416,7 @@ exec {MPIEXEC} "$@\"""")
 def test_a_params_function_that_raises_ends_in_a_partial_report_listing_every_point(tmp_path):
     repo = tmp_path / "repo"
     repo.mkdir()
-    for name in ("Snakefile", "workflow", "report", "scripts", "src", "profiles"):
+    for name in ("Snakefile", "workflow", "report", "scripts", "src", "profiles", "config"):
         source = ROOT / name
         copy = shutil.copytree if source.is_dir() else shutil.copy2
         copy(source, repo / name, **({"ignore": shutil.ignore_patterns("__pycache__", "*.egg-info")}

@@ -67,8 +67,11 @@ def test_a_real_aa_comparison_gives_no_verdict(twice, tmp_path, capsys):
     if busy:
         pytest.skip("other processes kept CPUs of this host busy while the campaigns ran (CPUs: "
                     + ", ".join(busy) + "): an A/A comparison then measures their load, not movebench")
-    rc = main(["compare", str(base), str(new), "--out", str(tmp_path), "--fail-on", "regressed",
-               "--fail-on", "improved"])
+    # Both samples come from one launch each, so the test cannot see the launch-to-launch spread (a 100 us
+    # broadcast: x1.44 [1.23, 1.57] between two quiet launches here, docs/compare.md): the practical threshold
+    # has to exceed it, as the campaign's compare_thresholds does.
+    rc = main(["compare", str(base), str(new), "--out", str(tmp_path), "--threshold", "bcast=0.5",
+               "--fail-on", "regressed", "--fail-on", "improved"])
     printed = capsys.readouterr().out
     frame = pd.read_csv(tmp_path / "compare.csv")
     assert not frame["verdict"].isin(["regressed", "improved"]).any(), printed

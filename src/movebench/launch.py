@@ -254,6 +254,16 @@ def free_space(folder) -> str:
     return f"{free} bytes"
 
 
+def _signal_of(rc: int) -> str:
+    """' (SIGTERM)' for a status that says a signal ended the kernel: negative from Python's own child, 128 + n
+    as srun and shells report it."""
+    number = -rc if rc < 0 else rc - 128 if 128 < rc < 128 + 65 else 0
+    try:
+        return f" ({signal.Signals(number).name})" if number else ""
+    except ValueError:
+        return ""
+
+
 def _fullest(records_folder: Path, settings: dict) -> str:
     """The point's folders (its records', and a target folder its kernel got as setting `path`) with free space."""
     folders = [records_folder] + [Path(v) for k, v in settings.items() if k == "path" and isinstance(v, str)]
@@ -378,7 +388,7 @@ def _run_point(args, signals: _Signals) -> int:
             _say(f"movebench: removed {len(leftovers)} shared-memory segment(s) the job left: {', '.join(leftovers)}")
         recs = []
         if reason is None and rc != 0:
-            reason = f"kernel exited with status {rc}"
+            reason = f"kernel exited with status {rc}{_signal_of(rc)}"
             if any(marker in line for line in (run.tail if run else ()) for marker in
                    ("No space left on device", "Errno 28", "Disk quota exceeded", "cannot write the records")):
                 reason += f" (no space left on a device: {_fullest(out.parent, task['settings'])})"

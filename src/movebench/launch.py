@@ -24,6 +24,7 @@ from pathlib import Path
 
 from movebench import cluster, families
 from movebench.core import records
+from movebench.core.transport import TransportLog, probe_env
 
 GRACE_S = 10
 LOG_TAIL_LINES = 40
@@ -86,10 +87,11 @@ def make_task(family: str, point: dict, settings: dict, repetitions: int = 5, wa
 
 
 class _Run:
-    """A kernel in its own process group, its output copied to ours and its tail kept."""
+    """A kernel in its own process group, its output copied to ours (less the transport reports) and its tail kept."""
 
     def __init__(self, argv, env):
         self.tail = collections.deque(maxlen=LOG_TAIL_LINES)
+        self.transport = TransportLog()
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      errors="replace", start_new_session=True, env=env)
         self.reader = threading.Thread(target=self._copy, daemon=True)
@@ -97,6 +99,8 @@ class _Run:
 
     def _copy(self):
         for line in self.proc.stdout:
+            if self.transport.feed(line):
+                continue
             sys.stdout.write(line)
             sys.stdout.flush()
             self.tail.append(line.rstrip("\n"))
@@ -137,6 +141,9 @@ def run_point(args) -> int:
     env = os.environ.copy()
     # Under Snakemake's slurm executor the job step hid the allocation's nodes: dragon and Hydra need them.
     env.update(cluster.allocation_env(env))
+    mpi = families.load(family).launcher == "mpi"
+    if mpi:
+        env.update(probe_env(env))  # the MPI libraries say which transport they chose (core/transport.py)
     try:
         run = _Run(argv, env)
     except OSError as exc:
@@ -159,6 +166,8 @@ def run_point(args) -> int:
             rc = run.proc.returncode
             reason = f"interrupted ({exc.args[0] if exc.args else 'SIGINT'})"
         run.reader.join(timeout=5)
+        for line in run.transport.log_lines():
+            print(line, flush=True)
     ended = time.time()
     recs = []
     if reason is None and rc != 0:
@@ -178,6 +187,8 @@ def run_point(args) -> int:
             meta.update(launch_start=started, launch_end=ended, launch_wall_s=ended - started,
                         launcher=args.launcher, command=shlex.join(argv), config_hash=args.config_hash,
                         campaign=args.campaign, task={k: v for k, v in task.items() if k not in ("out", "meta")})
+            if mpi:
+                meta["transport"] = run.transport.summary()
             records.write_json(meta_out, meta)
             os.replace(tmp_out, out)
             failed.unlink(missing_ok=True)

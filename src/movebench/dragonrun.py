@@ -286,9 +286,13 @@ SWEEP_TIMEOUT_S = 60
 
 
 def sweep_nodes(scratch: str, nodes: int, grace: float, env=None) -> dict:
-    """`--sweep` on every node of the allocation, one `srun` task per node; {node: what it cleaned} or an error."""
+    """`--sweep` on every node of the allocation, one `srun` task per node; {node: what it cleaned} or an error.
+
+    Every node, not `nodes`: in an allocation larger than the run (points packed in one job), Dragon picks its
+    nodes itself (not the first ones), and srun cannot be told which without asking Dragon."""
     if not os.environ.get("SLURM_JOB_ID"):
         return {"error": "no Slurm allocation: the other nodes were not swept"}
+    nodes = max(nodes, int(os.environ.get("SLURM_JOB_NUM_NODES") or 0))
     argv = ["srun", "--overlap", "-N", str(nodes), "--ntasks-per-node=1", "--cpu-bind=none", "--kill-on-bad-exit=0",
             sys.executable, "-m", "movebench.dragonrun", "--sweep", scratch, "--grace", str(grace)]
     try:

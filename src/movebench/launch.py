@@ -73,9 +73,19 @@ def run_kernel(task: dict, folder, launcher: str = "mpiexec", timeout: float = 6
     for old in (out, meta):
         old.unlink(missing_ok=True)
     argv = kernel_command(write_task(task, task_path, out, meta), task_path, launcher)
+    mpi = families.load(task["family"]).launcher == "mpi"
+    env = dict(os.environ if env is None else env)
+    if mpi:
+        env.update(probe_env(env))
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
     recs = records.read_jsonl(out) if out.exists() else None
-    return proc, recs, json.loads(meta.read_text()) if meta.exists() else None
+    kernel_meta = json.loads(meta.read_text()) if meta.exists() else None
+    if mpi and kernel_meta is not None:
+        transport = TransportLog()
+        for line in (proc.stdout + proc.stderr).splitlines():
+            transport.feed(line)
+        kernel_meta["transport"] = transport.summary()
+    return proc, recs, kernel_meta
 
 
 def make_task(family: str, point: dict, settings: dict, repetitions: int = 5, warmups: int = 2) -> dict:

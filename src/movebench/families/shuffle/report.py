@@ -97,7 +97,7 @@ def context(table, summary, campaign):
                                "(best window per point)", figure_uri(fig)))
     shuf = table[(table["variant"] == "shuffle") & ~table["warmup"] & table["ok"]] if len(table) else table
     if len(shuf):
-        cols = ["ranks", "message_size", "window", "skew"]
+        cols = ["nodes", "ranks", "message_size", "window", "skew"]
         ctx["shuffle_table"] = html_table(shuf.groupby(cols, as_index=False).agg(
             bandwidth_GBps=("bandwidth_Bps", lambda v: v.median() / 1e9),
             partition_s=("partition_s", "median"), exchange_s=("exchange_s", "median"),

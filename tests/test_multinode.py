@@ -8,6 +8,7 @@ the test cluster's overlay (tests/test_slurm_campaign.py):
   packed into one allocation (`--groups ... --group-components`: one job start instead of eight) and without
   tables and report (`--omit-from aggregate`: tests/test_slurm_campaign.py renders one from a 1- and 2-node
   campaign);
+- an io point on a path each node has its own of (/dev/shm) fails at once and names the nodes that miss it;
 - the ground truth: the links shaped to 1 Gbit/s, the 2-node uni figure at 1 MiB and 4 MiB through the shuffle
   kernel lands within 80-100% of the rate and never above it;
 - a node's slurmd killed while a point runs on it: that point fails (NODE_FAIL), the others complete on the other

@@ -50,6 +50,7 @@ bench: install system-deps  ## the benchmarks quoted in the closing notes (about
 	$(PY) bench/io.py --blob
 	$(PY) bench/campaign.py
 	$(PY) bench/kv.py
+	$(PY) bench/multinode.py
 
 lint: install  ## snakemake --lint, snakefmt --check, ruff
 	$(VENV)/bin/snakemake --lint --profile local $(CONFIG_ARG)

@@ -58,7 +58,13 @@ def test_grid_and_launch_command():
     assert cmd[:3] == [sys.executable, "-m", "movebench.dragonrun"] and "--meta" in cmd[:dragon_at]
     assert cmd[dragon_at].endswith("dragon") and cmd[dragon_at + 1] == "-s" and cmd[dragon_at + 2:] == python
     assert any(a.startswith("DRAGON_DEFAULT_SEG_SZ=") for a in cmd[:dragon_at])
-    four = {**kernel_task, "point": {**task["point"], "nodes": 4}}
+    assert "transport" not in task["settings"]  # one node: no transport between nodes, no rerun when it changes
+    four = {**kernel_task, "point": {**task["point"], "nodes": 4}, "settings": {**task["settings"], "transport": "tcp"}}
+    cmd = launch.kernel_command(four, "task.json")
+    dragon_at = cmd.index("--") + 1
+    assert cmd[dragon_at + 1:dragon_at + 5] == ["-t", "tcp", "-N", "4"]
+    assert cmd[cmd.index("--nodes") + 1] == "4"  # dragonrun sweeps the 4 nodes after the run
+    four["settings"]["transport"] = None  # Dragon's own choice: its dragon-config files, else TCP
     assert launch.kernel_command(four, "task.json")[dragon_at + 1:dragon_at + 3] == ["-N", "4"]
 
 

@@ -112,14 +112,20 @@ def test_every_point_is_one_slurm_job_that_completed(campaign):
         assert job["time_limit"] == "2:00"  # campaign.timeout 60 s -> 1 min + 1
 
 
-def test_a_two_node_point_has_its_ranks_on_n1_and_n2(campaign):
+def test_a_two_node_point_has_its_ranks_on_n1_and_n2(campaign, slurm_cluster):
     for point, meta in metas(campaign["dir"]).items():
         assert meta["ranks"] == 2 and len(meta["rank_nodes"]) == 2
+        transport = meta["transport"]
         if "/nodes~2/" in point:
-            assert meta["rank_nodes"] == ["n1", "n2"], (point, meta["rank_nodes"])
+            assert meta["rank_nodes"] == meta["hostnames"] == ["n1", "n2"], (point, meta["rank_nodes"])
+            assert meta["rank_addrs"] == [slurm_cluster.node_addr("n1"), slurm_cluster.node_addr("n2")]
             assert meta["command"].startswith("srun --mpi=pmi2 -N 2 -n 2 ")
+            # UCX's own report of the lanes it chose: TCP on eth0 between the hosts
+            assert transport["netmod"] == "ucx" and transport["ucx"]["inter-node"] == ["tcp/eth0"], transport
+            assert sorted(transport["ucx_by_host"]) == ["n1", "n2"]
         else:
             assert len(set(meta["rank_nodes"])) == 1 and meta["rank_nodes"][0] in ("n1", "n2"), point
+            assert "inter-node" not in transport["ucx"], transport  # one host: no peer on another
 
 
 def test_records_tables_and_report_come_back(campaign):
@@ -134,6 +140,8 @@ def test_records_tables_and_report_come_back(campaign):
     assert sorted(summary["nodes"].unique()) == [1, 2] and set(summary["pattern"]) == {"uni", "alltoall"}
     html = (results / "report.html").read_text()
     assert 'id="partial"' not in html and "alltoall" in html
+    # the same pattern and ranks on 1 and 2 nodes, side by side, with the ratio
+    assert "Intra- vs inter-node" in html and "2 nodes / 1 node" in html
     assert not (results / "failed").exists()
 
 

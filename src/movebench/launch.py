@@ -32,6 +32,7 @@ from pathlib import Path
 
 from movebench import cluster, families, machine
 from movebench.core import envinfo, records
+from movebench.core.transport import TransportLog, probe_env
 
 GRACE_S = 10
 LOG_TAIL_LINES = 40
@@ -87,9 +88,19 @@ def run_kernel(task: dict, folder, launcher: str = "mpiexec", timeout: float = 6
     for old in (out, meta):
         old.unlink(missing_ok=True)
     argv = kernel_command(write_task(task, task_path, out, meta), task_path, launcher)
+    mpi = families.load(task["family"]).launcher == "mpi"
+    env = dict(os.environ if env is None else env)
+    if mpi:
+        env.update(probe_env(env))
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
     recs = records.read_jsonl(out) if out.exists() else None
-    return proc, recs, json.loads(meta.read_text()) if meta.exists() else None
+    kernel_meta = json.loads(meta.read_text()) if meta.exists() else None
+    if mpi and kernel_meta is not None:
+        transport = TransportLog()
+        for line in (proc.stdout + proc.stderr).splitlines():
+            transport.feed(line)
+        kernel_meta["transport"] = transport.summary()
+    return proc, recs, kernel_meta
 
 
 def make_task(family: str, point: dict, settings: dict, repetitions: int = 5, warmups: int = 2) -> dict:
@@ -101,13 +112,14 @@ def make_task(family: str, point: dict, settings: dict, repetitions: int = 5, wa
 
 
 class _Run:
-    """A kernel in its own process group, its output copied to ours and its tail kept."""
+    """A kernel in its own process group, its output copied to ours (less the transport reports) and its tail kept."""
 
     def __init__(self, argv, env):
         self.tail = collections.deque(maxlen=LOG_TAIL_LINES)
         #: after an interrupt the kernel's dying words (Python's KeyboardInterrupt in every rank,
         #: mpiexec's banner) are not the point's story: they are read and dropped
         self.quiet = False
+        self.transport = TransportLog()
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      errors="replace", start_new_session=True, env=env)
         self.reader = threading.Thread(target=self._copy, daemon=True)
@@ -115,7 +127,7 @@ class _Run:
 
     def _copy(self):
         for line in self.proc.stdout:
-            if self.quiet:
+            if self.quiet or self.transport.feed(line):
                 continue
             line = envinfo.redact_value(line)  # an SDK's error may quote a URL with its SAS signature
             self.tail.append(line.rstrip("\n"))
@@ -371,16 +383,21 @@ def _run_point(args, signals: _Signals) -> int:
         env = os.environ.copy()
         # Under Snakemake's slurm executor the job step hid the allocation's nodes: dragon and Hydra need them.
         env.update(cluster.allocation_env(env))
+        mpi = families.load(family).launcher == "mpi"
+        if mpi:
+            env.update(probe_env(env))  # the MPI libraries say which transport they chose (core/transport.py)
         try:
             run = _Run(argv, env)
             # MPICH's segments; Dragon's are dragonrun's to clean (kv's launcher is not MPI).
-            watch = ShmWatch(run.proc.pid) if families.load(family).launcher == "mpi" else None
+            watch = ShmWatch(run.proc.pid) if mpi else None
         except OSError as exc:
             run, reason = None, f"could not start {argv[0]!r}: {exc.strerror or exc}"
         if run is not None:
             # The ranks alive at a stop are looked at once more; a rank killed earlier was seen while it ran.
             rc, reason = _wait(run, args.timeout, signals, before_stop=watch.look if watch else lambda: None)
             run.reader.join(timeout=5)
+            for line in run.transport.log_lines():
+                _say(line)
         ended = time.time()
         overlapped = running.leave()
         leftovers = watch.finish() if watch is not None else []
@@ -408,6 +425,8 @@ def _run_point(args, signals: _Signals) -> int:
                         launcher=args.launcher, command=shlex.join(argv), config_hash=args.config_hash,
                         campaign=args.campaign, task={k: v for k, v in task.items() if k not in ("out", "meta")},
                         overlapped_with=overlapped, shm_segments_removed=leftovers)
+            if mpi:
+                meta["transport"] = run.transport.summary()
             with _writing(meta_out):
                 records.write_json(meta_out, meta)
             os.replace(tmp_out, out)

@@ -141,6 +141,9 @@ FINGERPRINT_ENV_NAMES = ("DRAGON_DEFAULT_SEG_SZ", "DRAGON_INF_SEG_SZ", "DRAGON_H
                          "DRAGON_HSTA_MAX_EJECTION_MB", "DRAGON_HSTA_MAX_GETMSG_MB", "DRAGON_GW_CAPACITY",
                          "DRAGON_NUM_GW_CHANNELS_PER_NODE", "DRAGON_TRANSPORT_AGENT", "DRAGON_BASEPOOL",
                          "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GLIBC_TUNABLES", "MALLOC_ARENA_MAX")
+# Logging knobs: launch sets them to have the MPI libraries report their transport (core/transport.py); they
+# change what is printed, not what is measured.
+FINGERPRINT_ENV_IGNORED = ("UCX_LOG_LEVEL", "MPIR_CVAR_DEBUG_SUMMARY")
 _MPI_NAMES = (("cray mpich", "Cray MPICH"), ("intel(r) mpi", "Intel MPI"), ("intel mpi", "Intel MPI"),
               ("open mpi", "Open MPI"), ("mvapich", "MVAPICH"), ("mpich", "MPICH"), ("microsoft mpi", "MS-MPI"))
 
@@ -187,8 +190,8 @@ def fingerprint(meta: dict) -> dict:
         "cpu_model": meta.get("cpu_model"),
         "page_size": meta.get("page_size"),
         "transparent_hugepage": meta.get("transparent_hugepage"),
-        "env": {k: v for k, v in sorted(env.items())
-                if k.startswith(FINGERPRINT_ENV_PREFIXES) or k in FINGERPRINT_ENV_NAMES},
+        "env": {k: v for k, v in sorted(env.items()) if k not in FINGERPRINT_ENV_IGNORED
+                and (k.startswith(FINGERPRINT_ENV_PREFIXES) or k in FINGERPRINT_ENV_NAMES)},
     }
 
 

@@ -165,7 +165,9 @@ def context(table, summary, campaign) -> dict:
 def _figures(medians) -> list[tuple[str, str]]:
     sns, plt = report.plotting()
     figures = []
-    data = medians.assign(method=medians["method"].astype(str), ranks_label=medians["ranks"].map("{} ranks".format))
+    data = medians.assign(method=medians["method"].astype(str), ranks_label=[
+        f"{r} ranks" if medians["nodes"].nunique() < 2 else f"{r} ranks, {n} node{'s' if n > 1 else ''}"
+        for r, n in zip(medians["ranks"], medians["nodes"], strict=True)])
     dense = data[data["kind"] == "dense"]
     if not dense.empty:
         grid = sns.catplot(

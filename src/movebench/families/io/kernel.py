@@ -210,6 +210,7 @@ def main(argv=None):
             backend.bind(space)
             backend.setup()
         backend.bind(comm.bcast(space, root=0))
+        backend.check_shared(comm)
         point = Point(comm, task, backend)
         extra_meta = {
             "storage": {"backend": backend_name, **backend.describe()},

@@ -56,7 +56,8 @@ class KV(Family):
         Axis("managers_per_node", "managers_per_node"),
         Axis("value_size", "value_sizes", expand_sizes),
     )
-    settings = (Setting("streams_per_manager"), Setting("total_mem", parse_size), Setting("iterations"))
+    settings = (Setting("streams_per_manager"), Setting("total_mem", parse_size), Setting("iterations"),
+                Setting("transport", when=lambda point: point["nodes"] > 1))
     measures = (
         BANDWIDTH,
         ELAPSED,

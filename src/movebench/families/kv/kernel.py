@@ -6,7 +6,9 @@ a DDict sharded over `managers_per_node` managers on each of `nodes` nodes.
 
 One point = one operation at one value size, clients per node, managers per node
 and node count, run as one Dragon job (`python -m movebench.dragonrun -- dragon -s
-python -m movebench.families.kv.kernel TASK.json`, see dragonrun.py for why the wrapper):
+python -m movebench.families.kv.kernel TASK.json`, see dragonrun.py for why the wrapper;
+on more than one node `dragon -t <transport> -N <nodes>` in the point's allocation, and
+dragonrun sweeps every node of it afterwards):
 
 - The head creates `DDict(managers_per_node, nodes, total_mem x nodes,
   streams_per_manager=...)` and starts `nodes x clients_per_node` clients with
@@ -46,12 +48,15 @@ python -m movebench.families.kv.kernel TASK.json`, see dragonrun.py for why the 
   operation several-fold. 0.14.2 also fails to import without numpy.
 - Records: one per round with the aggregate; each client's per-round times go to
   the meta (`clients`), with the DDict's own `stats` per manager after the last
-  round, and the start-up and teardown times (`dragon_launch`, added by dragonrun).
+  round (each names its manager's host), where each client ran and which Dragon
+  transport agent ran beside it (`client_placement`), and the start-up and
+  teardown times (`dragon_launch`, added by dragonrun, with its sweep of every node).
 """
 from __future__ import annotations
 
 import os
 import queue
+import socket
 import sys
 import time
 
@@ -81,7 +86,8 @@ def shm_bytes(total_mem_per_node: int, value_size: int, clients_per_node: int) -
 
 
 def dragon_command(python_argv: list[str], task: dict) -> list[str]:
-    """`dragon -s` on one node (it refuses to start without -s when Slurm is installed but no job runs)."""
+    """`dragon -s` on one node (it refuses to start without -s when Slurm is installed but no job runs);
+    `dragon -t <transport> -N <nodes>` on more, in the allocation, and dragonrun sweeps every node after it."""
     from pathlib import Path
 
     point, settings = task["point"], task["settings"]
@@ -89,8 +95,12 @@ def dragon_command(python_argv: list[str], task: dict) -> list[str]:
     dragon = str(beside) if beside.exists() else "dragon"
     nodes = point["nodes"]
     mode = ["-s"] if nodes == 1 else ["-N", str(nodes)]
+    if nodes > 1 and settings.get("transport"):
+        mode = ["-t", settings["transport"], *mode]
     shm = shm_bytes(settings["total_mem"], point["value_size"], point["clients_per_node"])
     wrapper = [sys.executable, "-m", "movebench.dragonrun", "--shm-bytes", str(shm)]
+    if nodes > 1:
+        wrapper += ["--nodes", str(nodes)]
     if task.get("meta"):
         wrapper += ["--meta", task["meta"]]
     for name, value in segment_env(point["value_size"], point["clients_per_node"]).items():
@@ -149,7 +159,7 @@ def client_main(ddict, client, operation, value_size, count, iterations, rounds,
         if operation in GETS:
             for key, value in zip(keys, values, strict=True):
                 ddict[key] = value
-        results.put(("ready", client, None))
+        results.put(("ready", client, placement()))
         for rnd in range(rounds):
             barrier.wait()
             if rnd == fault_round and client == 0:
@@ -167,6 +177,39 @@ def client_main(ddict, client, operation, value_size, count, iterations, rounds,
         raise
     finally:
         ddict.detach()
+
+
+def placement() -> dict:
+    """Where this client runs, and which Dragon transport agent runs beside it: the proof that data crossed nodes."""
+    import socket
+
+    host = socket.gethostname()
+    try:
+        addr = socket.getaddrinfo(host, None, socket.AF_INET)[0][4][0]
+    except OSError:
+        addr = None
+    return {"host": host, "addr": addr, "agents": transport_agents()}
+
+
+def transport_agents() -> list[str]:
+    """Dragon's transport agents on this node: `dragon-tcp` without --infrastructure (that one carries the overlay
+    network), or `dragon-hsta`. Only processes in this process's network namespace: several nodes of the test
+    cluster share one /proc."""
+    mine = os.readlink("/proc/self/ns/net")
+    found = []
+    for entry in os.scandir("/proc"):
+        try:
+            if not entry.name.isdigit() or os.readlink(f"/proc/{entry.name}/ns/net") != mine:
+                continue
+            with open(f"/proc/{entry.name}/cmdline", "rb") as f:
+                argv = f.read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if any("dragon-hsta" in a for a in argv):
+            found.append("dragon-hsta")
+        elif any(a.endswith("dragon-tcp") for a in argv) and "--infrastructure" not in argv:
+            found.append("dragon-tcp")
+    return sorted(found)
 
 
 # --- the head ---
@@ -253,7 +296,7 @@ def run_head(task, head_start: float) -> tuple[list[dict], dict]:
     ddict = DDict(point["managers_per_node"], nodes, settings["total_mem"] * nodes,
                   streams_per_manager=settings["streams_per_manager"], persist_path=scratch)
     ddict_create_s = time.time() - t0
-    recs, client_rounds, procs, stats = [], [], [], []
+    recs, client_rounds, procs, stats, placed = [], [], [], [], []
     timings = {"head_start": head_start, "dragon_startup_s": head_start - launched, "ddict_create_s": ddict_create_s}
     try:
         results, barrier = mp.Queue(), mp.Barrier(clients + 1)
@@ -271,7 +314,7 @@ def run_head(task, head_start: float) -> tuple[list[dict], dict]:
                     proc.start()
             procs.append(proc)
         inbox = Inbox(results, procs)
-        inbox.collect("ready")
+        placed = inbox.collect("ready")
         timings["clients_start_s"] = time.time() - t0
         fixed = {"clients": clients, "keys_per_client": keys_per_client, "iterations": iterations,
                  **{k: timings[k] for k in ("dragon_startup_s", "ddict_create_s", "clients_start_s")}}
@@ -314,8 +357,16 @@ def run_head(task, head_start: float) -> tuple[list[dict], dict]:
         ddict.destroy()
         timings["ddict_destroy_s"] = time.time() - t0
     meta = {**timings, "clients": client_rounds, "ddict_stats": stats, "key_bytes": KEY_BYTES,
+            "head_host": socket.gethostname(), "client_placement": placed, "dragon_transport": dragon_transport(task),
             "segments": {k: os.environ.get(k) for k in ("DRAGON_DEFAULT_SEG_SZ", "DRAGON_INF_SEG_SZ")}}
     return recs, meta
+
+
+def dragon_transport(task) -> str:
+    """The agent asked for between nodes: the point's transport, or Dragon's own choice; none on one node."""
+    if task.point["nodes"] == 1:
+        return "none (one node)"
+    return task.settings.get("transport") or "dragon-config"
 
 
 def _stats_row(s) -> dict:

@@ -7,6 +7,7 @@ backend object; the methods say which ranks call them.
 
     bind(space)                       every rank: name the run space of this run
     setup()                           rank 0, untimed: create the run space
+    check_shared(comm)                collective, untimed: every rank reaches the run space (else it raises)
     remove_leftovers(prefix)          rank 0, untimed: delete run spaces an earlier run left behind
     write_whole(obj, data)            one rank writes a whole object (sfsw on rank 0, mfmw on every rank)
     write_shared(comm, obj, data, offset, total)
@@ -69,6 +70,9 @@ class Backend:
     def describe(self) -> dict:
         """Facts for the point's meta (never a secret)."""
         return {}
+
+    def check_shared(self, comm) -> None:
+        """Collective, after setup: raise when a rank cannot reach the run space rank 0 made (file backends)."""
 
 
 def open_backend(name: str, settings: dict) -> Backend:

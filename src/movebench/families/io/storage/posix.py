@@ -38,6 +38,18 @@ class Posix(Backend):
     def setup(self):
         self.space.mkdir(parents=True, exist_ok=False)
 
+    def check_shared(self, comm):
+        # On more than one node a node-local path (/tmp, /dev/shm on most clusters) gives every node a folder of
+        # its own: without this check sfmw fails on a missing file and mfmw "succeeds" into separate folders.
+        import socket
+
+        seen = comm.allgather((socket.gethostname(), self.space.is_dir()))
+        blind = sorted({host for host, found in seen if not found})
+        if blind:
+            raise RuntimeError(f"posix.path {self.root}: the run folder rank 0 made on {seen[0][0]} is not there on "
+                               f"{', '.join(blind)}: points on more than one node need a path every node shares "
+                               "(a parallel or network file system), not a node's own /tmp or /dev/shm")
+
     def remove_leftovers(self, prefix):
         if not self.root.is_dir():
             return []

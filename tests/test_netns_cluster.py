@@ -294,6 +294,12 @@ def test_down_removes_all_it_made_and_up_after_a_killed_cluster_recovers(slurm_c
     daemons = slurm_cluster.running_daemons()
     for pid in daemons.values():
         os.kill(pid, signal.SIGKILL)
+    # SIGKILL is delivered asynchronously: on a loaded host a daemon can still look alive a moment later, and
+    # `up` would then find the cluster running (as it should). The scenario is a cluster whose daemons are dead.
+    deadline = time.monotonic() + 30
+    while any(slurm_cluster.running_daemons().values()):
+        assert time.monotonic() < deadline, slurm_cluster.running_daemons()
+        time.sleep(0.1)
     assert {netns.SWITCH_NS, *map(netns.node_ns, slurm_cluster.nodes)} <= netns.existing_namespaces()
     t0 = time.monotonic()
     slurm_cluster.start()

@@ -8,6 +8,9 @@ and must hold the peer's pattern after it):
 - hoisted: the same calls with the bound methods and exact-size buffer views made once per point.
 - persistent: Send_init / Recv_init built once per point (outside every timed region), then per
   iteration one Prequest.Startall and one Request.Waitall (uni: the 4-byte ack by Recv / Send).
+- persistent_ack: the same with the uni ack a persistent request too (Start, Wait).
+- core_p2p: movebench.core.p2p.PairStream, the loop proposed for the kernel (persistent, on its own
+  buffers of the same size and page mode).
 
 - C: bench/osu_ref's osu_bw / osu_bibw loop (build/bench/libosu_ref.so, `make osu-ref`), called through
   ctypes on the same buffers, in the same process and MPI initialisation: the reference.
@@ -168,13 +171,50 @@ def loop_c(comm, size, window, iterations, bidirectional, sbuf, rbuf, ack, skip,
     return comm.bcast(nbytes / (mbs * 1e6) if comm.rank == 0 else None, root=0)
 
 
-LOOPS = {"C": loop_c, "current": loop_current, "hoisted": loop_hoisted, "persistent": loop_persistent}
+def loop_persistent_ack(comm, size, window, iterations, bidirectional, sbuf, rbuf, ack, skip, state):
+    """persistent, and the uni ack a persistent request too (Start + Wait instead of Recv / Send)."""
+    from mpi4py import MPI
+
+    reqs, ackreq = state["requests"], state["ack_request"]
+    startall, waitall, wtime = MPI.Prequest.Startall, MPI.Request.Waitall, MPI.Wtime
+    first = comm.rank < comm.size // 2
+    comm.Barrier()
+    start = wtime()
+    for i in range(skip + iterations):
+        if i == skip:
+            start = wtime()
+        startall(reqs)
+        waitall(reqs)
+        if ackreq is not None:
+            ackreq.Start()
+            ackreq.Wait()
+    return comm.allreduce(wtime() - start if first else 0.0, op=MPI.MAX)
+
+
+def loop_core_p2p(comm, size, window, iterations, bidirectional, sbuf, rbuf, ack, skip, state):
+    """movebench.core.p2p.PairStream: the loop proposed for the kernel (its own buffers, same size)."""
+    return state["pair_stream"].run(iterations, skip)
+
+
+def ack_request(comm, ack, bidirectional):
+    if bidirectional:
+        return None
+    half = comm.size // 2
+    first = comm.rank < half
+    peer = comm.rank + half if first else comm.rank - half
+    msg = [ack, ACK_BYTES, "B"]
+    return comm.Recv_init(msg, peer, _TAG_ACK) if first else comm.Send_init(msg, peer, _TAG_ACK)
+
+
+LOOPS = {"C": loop_c, "current": loop_current, "hoisted": loop_hoisted, "persistent": loop_persistent,
+         "persistent_ack": loop_persistent_ack, "core_p2p": loop_core_p2p}
 
 
 def worker(args) -> int:
     from mpi4py import MPI
 
     from movebench.core import memory
+    from movebench.core.p2p import PairStream
 
     comm = MPI.COMM_WORLD
     bidirectional = args.pattern == "bidi"
@@ -191,7 +231,12 @@ def worker(args) -> int:
         rbuf = memory.allocate(size, "uint8", args.memory_mode)
         ack = memory.allocate(ACK_BYTES, "uint8", args.memory_mode)
         state = {"requests": persistent_requests(comm, size, args.window, bidirectional, sbuf, rbuf),
+                 "ack_request": ack_request(comm, ack, bidirectional),
                  "lib": load_osu_ref() if "C" in variants else None}
+        if "core_p2p" in variants:
+            state["pair_stream"] = PairStream(comm, memory.allocate(size, mode=args.memory_mode),
+                                              memory.allocate(size, mode=args.memory_mode), size, args.window,
+                                              bidirectional)
         per_size[size] = (sbuf, rbuf, ack, state, pattern_of(peer, size))
     results = {v: {s: [] for s in sizes} for v in variants}
     bad = []
@@ -203,15 +248,20 @@ def worker(args) -> int:
                 rbuf.fill(0)
                 elapsed = LOOPS[variant](comm, size, args.window, iterations[size], bidirectional, sbuf, rbuf, ack,
                                          osu_skip(size), state)
-                ok = not receives or np.array_equal(rbuf, expected)
+                if variant == "core_p2p":
+                    ok = state["pair_stream"].verified()
+                else:
+                    ok = not receives or np.array_equal(rbuf, expected)
                 if not comm.allreduce(ok, op=MPI.LAND):
                     bad.append((variant, size, rep))
                 if rep >= args.warmups:
                     nbytes = size * args.window * iterations[size] * half * (2 if bidirectional else 1)
                     results[variant][size].append(nbytes / elapsed)
     for _, _, _, state, _ in per_size.values():
-        for req in state["requests"]:
+        for req in state["requests"] + ([state["ack_request"]] if state["ack_request"] else []):
             req.Free()
+        if "pair_stream" in state:
+            state["pair_stream"].free()
     if comm.rank == 0:
         facts = memory.memory_facts(args.memory_mode, {"send": per_size[sizes[-1]][0]})
         print(json.dumps({"pattern": args.pattern, "results": results, "unverified": bad,

@@ -115,7 +115,7 @@ def main(argv=None) -> int:
     keys = sorted({(r["ranks"], r["what"], r["size"]) for r in rows})
     for ranks, what, size in keys:
         sel = [r for r in rows if (r["ranks"], r["what"], r["size"]) == (ranks, what, size)]
-        unit = (1e6, "us") if what.startswith("bcast") else (1, "s") if "wall" in what else (1e-9, "GB/s")
+        unit = (1, "s") if "wall" in what else (1e6, "us") if what.startswith("bcast") else (1e-9, "GB/s")
         single = statistics.median(r["single"] for r in sel) * unit[0]
         multiple = statistics.median(r["multiple"] for r in sel) * unit[0]
         print(f"| {ranks} | {what} | {size} | {single:.2f} {unit[1]} | {multiple:.2f} {unit[1]} | "

@@ -13,7 +13,10 @@ the round; the table gives the median of the per-round ratios and their min-max 
 
 uni / C and bidi / C are bandwidth ratios (1.0 = parity, below 1 movebench is slower); bcast / C is a
 time ratio (movebench's `buffer` repetition time over osu_bcast's average latency: above 1 movebench
-is slower). Both sides run at the same MPI thread level (mpi4py's default is `multiple`).
+is slower). Both sides run at the same MPI thread level (mpi4py's default is `multiple`) and on 4 KiB
+pages: osu_ref's page-aligned buffers get base pages on this THP=madvise machine, and numpy's advice of
+huge pages for arrays of 4 MiB and more is turned off for the kernels (NUMPY_MADVISE_HUGEPAGE=0), so
+that 4 MiB compares loops, not memory modes (docs/kernels.md, section 5).
 """
 
 from __future__ import annotations
@@ -51,7 +54,8 @@ def build_osu_ref() -> Path:
 
 
 def kernel_env(thread_level: str | None, extra: dict | None = None) -> dict:
-    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+           "NUMPY_MADVISE_HUGEPAGE": "0"}
     if thread_level:
         env["MPI4PY_RC_THREAD_LEVEL"] = thread_level
     env.update(extra or {})
@@ -145,8 +149,9 @@ def main(argv=None) -> int:
         summary = " ".join(f"{name}@{size}={row[(name, 'py', size)] / row[(name, 'c', size)]:.2f}"
                            for name, _, sizes in tests for size in sizes)
         print(f"round {rnd + 1}/{args.rounds}: {summary}", file=sys.stderr, flush=True)
-    print(f"\nmovebench vs C (bench/osu_ref), 2 ranks, window {WINDOW}, thread level {args.thread_level}, "
-          f"{args.rounds} interleaved rounds: median of per-round ratios [min-max]")
+    print(f"\nmovebench vs C (bench/osu_ref), 2 ranks, window {WINDOW}, thread level {args.thread_level}, 4 KiB "
+          f"pages, {args.rounds} interleaved rounds: median of per-round ratios [min-max]; load average "
+          f"{os.getloadavg()[0]:.1f} at the end on {os.cpu_count()} cores")
     all_sizes = sorted({s for _, _, sizes in tests for s in sizes})
     print("| | " + " | ".join(_label(s) for s in all_sizes) + " |")
     print("|---|" + "---|" * len(all_sizes))

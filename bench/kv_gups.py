@@ -17,7 +17,8 @@ runs it) and one gups_ddict run (`--iterations passes`), in an order swapped eve
 starts its timer one pass early (i == skips, after `i += 1`): it times passes + 1 passes and divides
 by `passes`, so its rate is multiplied by passes / (passes + 1) here. Ratio = movebench's median
 aggregate bandwidth / gups_ddict's corrected one, per round; the table: median over rounds [min-max].
-Part B: bench/kv_variants.py, where the get loops of both tools alternate inside one Dragon job.
+Part B: bench/kv_variants.py, where the get loops of both tools alternate inside one Dragon job, and
+movebench's put loops: one batch per timed round against N batches back to back.
 """
 
 from __future__ import annotations
@@ -134,7 +135,7 @@ def print_a(rows, args):
 
 def part_b(args) -> list[dict]:
     results = []
-    for operation in ("get", "frozen_get"):
+    for operation in args.b_operations:
         for size in args.sizes:
             for _ in range(args.b_jobs):
                 cmd = dragonrun(size) + [PY, str(ROOT / "bench" / "kv_variants.py"), "--operation", operation,
@@ -146,16 +147,17 @@ def part_b(args) -> list[dict]:
                     sys.exit(f"kv_variants {operation} {size}: failed\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
                 results.append(json.loads(line))
                 print(f"part B {operation} {size}: done", file=sys.stderr, flush=True)
-    print("\nPart B: get loops in one Dragon job (2 clients), ops/s summed over clients; median over rounds "
-          "[min-max]; ratios to bytes/keep per round")
-    print("| operation | value | variant | ops/s | / bytes/keep |")
+    print("\nPart B: loops in one Dragon job (2 clients), ops/s summed over clients; median over rounds "
+          "[min-max]; ratios to the first variant (bytes/keep, or batch/1 for put) per round")
+    print("| operation | value | variant | ops/s | / first |")
     print("|---|---|---|---|---|")
-    for operation in ("get", "frozen_get"):
+    for operation in args.b_operations:
         for size in args.sizes:
             rounds = [r for res in results if (res["operation"], res["value_size"]) == (operation, size)
                       for r in res["rounds"][1:]]  # each job's first round warms the connections
+            first = "batch/1" if operation == "put" else "bytes/keep"
             for variant in rounds[0]:
-                ratios = [r[variant] / r["bytes/keep"] for r in rounds]
+                ratios = [r[variant] / r[first] for r in rounds]
                 print(f"| {operation} | {size} | {variant} | {statistics.median(r[variant] for r in rounds):.0f} | "
                       f"{statistics.median(ratios):.2f} [{min(ratios):.2f}-{max(ratios):.2f}] |")
     return results
@@ -171,11 +173,13 @@ def main(argv=None) -> int:
     parser.add_argument("--part", default="ab", help="a, b or ab")
     parser.add_argument("--b-jobs", type=int, default=2, help="part B: Dragon jobs per operation and size")
     parser.add_argument("--b-rounds", type=int, default=7, help="part B: rounds per job (the first is dropped)")
+    parser.add_argument("--b-operations", default="get,frozen_get,put", help="part B: get, frozen_get, put")
     parser.add_argument("--json", help="part A's rows, written as they come")
     args = parser.parse_args(argv)
     args.passes = [int(p) for p in args.passes.split(",")]
     args.sizes = [int(s) for s in args.sizes.split(",")]
     args.operations = args.operations.split(",")
+    args.b_operations = args.b_operations.split(",")
     if "a" in args.part:
         print_a(part_a(args), args)
     if "b" in args.part:

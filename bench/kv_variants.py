@@ -14,6 +14,11 @@ over its keys for each variant in turn, in an order rotated every round:
 - numpy/keep: gups_ddict's data, values kept.
 For frozen_get the head freezes the dictionary once, after the puts. Rate of a client = gets / its
 time; the head prints, per round and variant, the sum over clients (gups_ddict's aggregate), as JSON.
+
+With `--operation put`, the variants are movebench's put loops over its `bytes` data instead:
+batch/1 (one batch: start_batch_put, the puts, end_batch_put, as a default campaign round times it),
+batch/N (N batches back to back, `--passes` N, as gups_ddict times them), put/1 and put/N. Each
+variant follows `--gap` seconds of idle time, as a round follows the head's barrier and bookkeeping.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 VARIANTS = ("bytes/keep", "bytes/discard", "numpy/discard", "numpy/keep")
+PUT_VARIANTS = ("batch/1", "batch/N", "put/1", "put/N")
 
 
 def gups_data(client: int, count: int, value_size: int):
@@ -38,10 +44,43 @@ def gups_data(client: int, count: int, value_size: int):
     return [rng.random(16) for _ in range(count)], [value] * count
 
 
-def client_main(ddict, client, count, value_size, passes, rounds, barrier, results):
+def put_rounds(ddict, keys, values, passes, rounds, gap, barrier, results, client):
+    """Per round, each put variant after `gap` s of idle: times (s) per variant."""
+    for rnd in range(rounds):
+        barrier.wait()
+        turn = rnd % len(PUT_VARIANTS)
+        times = {}
+        for variant in PUT_VARIANTS[turn:] + PUT_VARIANTS[:turn]:
+            mode, n = variant.split("/")
+            n = passes if n == "N" else 1
+            time.sleep(gap)
+            start = time.perf_counter()
+            for _ in range(n):
+                if mode == "batch":
+                    ddict.start_batch_put()
+                for key, value in zip(keys, values, strict=True):
+                    ddict[key] = value
+                if mode == "batch":
+                    ddict.end_batch_put()
+            times[variant] = (time.perf_counter() - start) / n  # per pass
+        results.put(("round", client, times))
+
+
+def client_main(ddict, client, count, value_size, passes, rounds, barrier, results, operation="get", gap=0.05):
     from movebench.kv import make_keys, make_values
 
     try:
+        if operation == "put":
+            keys, values = make_keys(client, count), make_values(client, count, value_size)
+            for key, value in zip(keys, values, strict=True):
+                ddict[key] = value
+            results.put(("ready", client, None))
+            put_rounds(ddict, keys, values, passes, rounds, gap, barrier, results, client)
+            bad = sum(1 for key, value in zip(keys, values, strict=True) if ddict[key] != value)
+            if bad:
+                raise RuntimeError(f"{bad} keys read back differ from the values put")
+            results.put(("done", client, None))
+            return
         data = {"bytes": (make_keys(client, count), make_values(client, count, value_size)),
                 "numpy": gups_data(client, count, value_size)}
         for keys, values in data.values():
@@ -96,7 +135,8 @@ def main(argv=None) -> int:
     from movebench.kv import Inbox, keys_per_client
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--operation", choices=("get", "frozen_get"), default="get")
+    parser.add_argument("--operation", choices=("get", "frozen_get", "put"), default="get")
+    parser.add_argument("--gap", type=float, default=0.05, help="put: idle seconds before each variant")
     parser.add_argument("--value-size", type=int, default=4096)
     parser.add_argument("--clients", type=int, default=2)
     parser.add_argument("--passes", type=int, default=4, help="passes over the keys per timed variant")
@@ -112,7 +152,7 @@ def main(argv=None) -> int:
         results, barrier = mp.Queue(), mp.Barrier(args.clients + 1)
         for client in range(args.clients):
             proc = mp.Process(target=client_main, args=(ddict, client, count, args.value_size, args.passes,
-                                                        args.rounds, barrier, results))
+                                                        args.rounds, barrier, results, args.operation, args.gap))
             proc.start()
             procs.append(proc)
         inbox = Inbox(results, procs)
@@ -123,7 +163,10 @@ def main(argv=None) -> int:
         for _ in range(args.rounds):
             barrier.wait(120)
             per_client = inbox.collect("round")
-            rounds.append({v: sum(count * args.passes / c[v] for c in per_client) for v in VARIANTS})
+            if args.operation == "put":  # per-pass times
+                rounds.append({v: sum(count / c[v] for c in per_client) for v in PUT_VARIANTS})
+            else:
+                rounds.append({v: sum(count * args.passes / c[v] for c in per_client) for v in VARIANTS})
         inbox.collect("done")
         print(json.dumps({"operation": args.operation, "value_size": args.value_size, "keys_per_client": count,
                           "passes": args.passes, "rounds": rounds}), flush=True)

@@ -44,6 +44,7 @@ def main(argv=None) -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
     variants = args.variants.split(",")
     env = kernel_env(args.thread_level)
+    env.pop("NUMPY_MADVISE_HUGEPAGE")  # the numpy mode is numpy's own behaviour, advice included
     rows, facts = [], {}
     for rnd in range(args.rounds):
         order = MODES[rnd % len(MODES):] + MODES[: rnd % len(MODES)]

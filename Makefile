@@ -3,9 +3,15 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PROFILE ?= local
-CONFIG ?= config/config.yaml
+# Empty: the profile's campaign, config/config.yaml. CONFIG=my.yaml makes my.yaml the whole campaign.
+CONFIG ?=
+CONFIG_ARG := $(if $(CONFIG),--configfile $(CONFIG))
+# Passed on to snakemake by `make run` and `make dry-run`: ARGS="-n", ARGS="--unlock", ARGS="results/tables/io.csv"
+ARGS ?=
 PYTEST_ARGS ?=
 PLAN_ARGS ?=
+NODES ?= 2
+LINK ?=
 
 .PHONY: help install system-deps run dry-run plan test test-fast bench osu-ref lint format slurm-up slurm-down clean
 
@@ -15,19 +21,19 @@ help:  ## list the targets
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[mpich,azure,test,lint]"
+	$(PY) -m pip install --quiet -e ".[workflow,mpi,mpich,sparse,dragon,azure,test,lint]"
 	touch $@
 
 install: $(VENV)/.installed  ## create .venv and install movebench with its dependencies
 
-run: install  ## run the default campaign on this machine; the report lands in results/report.html
-	$(PY) -m movebench --configfile $(CONFIG) run --profile $(PROFILE)
+run: install  ## run the default campaign on this machine (snakemake --profile local); the report lands in results/report.html
+	$(PY) -m movebench $(CONFIG_ARG) run --profile $(PROFILE) $(ARGS)
 
 dry-run: install  ## show what a run would do, point by point, without running it
-	$(VENV)/bin/snakemake --profile $(PROFILE) --configfile $(CONFIG) --dry-run --quiet rules
+	$(PY) -m movebench $(CONFIG_ARG) run --profile $(PROFILE) --dry-run --quiet rules $(ARGS)
 
 plan: install  ## Slurm jobs, nodes and node-hours the campaign asks for (PLAN_ARGS="--group-components shuffle=8")
-	$(PY) -m movebench --configfile $(CONFIG) plan $(PLAN_ARGS)
+	$(PY) -m movebench $(CONFIG_ARG) plan $(PLAN_ARGS)
 
 system-deps:  ## Debian packages for tests and benchmarks (chromium, fio), installed when missing
 	scripts/system-deps.sh
@@ -36,7 +42,7 @@ test: install system-deps  ## the whole test suite: unit, MPI, pipeline, browser
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 test-fast: install  ## unit tests only
-	$(VENV)/bin/pytest -m "not mpi and not pipeline and not browser and not slurm and not dragon and not azurite" $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -m "not mpi and not pipeline and not browser and not slurm and not netns and not dragon and not azurite" $(PYTEST_ARGS)
 
 bench: install system-deps osu-ref  ## the benchmarks quoted in the closing notes (about 30 minutes)
 	$(PY) bench/c_reference.py
@@ -45,6 +51,7 @@ bench: install system-deps osu-ref  ## the benchmarks quoted in the closing note
 	$(PY) bench/io.py --blob
 	$(PY) bench/campaign.py
 	$(PY) bench/kv.py
+	$(PY) bench/multinode.py
 
 osu-ref: build/bench/osu_ref build/bench/libosu_ref.so  ## the C reference of bench/c_reference.py (venv's MPICH)
 
@@ -57,7 +64,7 @@ build/bench/libosu_ref.so: bench/osu_ref/osu_ref.c $(VENV)/.installed
 	$(VENV)/bin/mpicc -O2 -Wall -fPIC -shared -DOSU_REF_LIBRARY -o $@ $<
 
 lint: install  ## snakemake --lint, snakefmt --check, ruff
-	$(VENV)/bin/snakemake --lint --configfile $(CONFIG)
+	$(VENV)/bin/snakemake --lint --profile local $(CONFIG_ARG)
 	$(VENV)/bin/snakefmt --check Snakefile workflow/rules
 	$(VENV)/bin/ruff check src tests scripts bench
 
@@ -65,8 +72,8 @@ format: install  ## apply snakefmt and ruff's fixes
 	$(VENV)/bin/snakefmt Snakefile workflow/rules
 	$(VENV)/bin/ruff check --fix src tests scripts bench
 
-slurm-up: install  ## start the local two-node Slurm test cluster (installs slurm-wlm and munge when missing)
-	$(PY) -m movebench.testcluster up
+slurm-up: install  ## start the local Slurm test cluster: NODES=2 namespaces as hosts, LINK="rate=5gbit" shapes links
+	$(PY) -m movebench.testcluster up --nodes "$(NODES)" --link "$(LINK)"
 
 slurm-down:  ## stop the local Slurm test cluster
 	$(PY) -m movebench.testcluster down

@@ -1,4 +1,5 @@
-# movebench: validate the campaign config, then include one rule file per concern.
+# movebench: validate the campaign config, then include the rules: one point rule per family
+# (generated from the family's spec), the tables, the report.
 import sys
 
 from snakemake.utils import min_version
@@ -7,14 +8,23 @@ min_version("9.0")
 
 from movebench import config as campaign_config
 
-
-configfile: "config/config.yaml"
-
+# No `configfile:` here: the profiles name config/config.yaml, so that `--configfile my.yaml`
+# makes my.yaml the whole campaign instead of being merged into the default one.
+if not config:
+    sys.exit(
+        "movebench: no campaign config. Run with a profile, which names config/config.yaml "
+        "(snakemake --profile local), or name one: --configfile path/to/campaign.yaml"
+    )
 
 SCHEMAS = Path(workflow.basedir) / "workflow" / "schemas"
 
 try:
+    # Snakemake read the files already (before this Snakefile); what its loader lets through, e.g.
+    # a key given twice, is refused here with the file and line.
+    campaign_config.recheck_files(workflow.overwrite_configfiles)
     config = campaign_config.validate(config, SCHEMAS)
+except campaign_config.ConfigFileError as error:
+    sys.exit(f"movebench: {error}")
 except campaign_config.ConfigError as error:
     print(error.message(), file=sys.stderr)
     sys.exit(1)
@@ -42,21 +52,15 @@ resource_scopes:
 
 
 onstart:
-    # Under the slurm executor: stop before the first sbatch if the cluster cannot run or track the jobs.
-    if (
-        workflow.executor_plugin is not None
-        and workflow.executor_plugin.name == "slurm"
-    ):
-        from movebench import cluster
+    campaign_started()
 
-        points = [
-            (job.rule.name.removesuffix("_point"), dict(job.resources))
-            for job in workflow.dag.needrun_jobs()
-            if job.rule.name.removesuffix("_point") in GRID
-        ]
-        problems = cluster.preflight(workflow.executor_settings, points)
-        if problems:
-            sys.exit(cluster.preflight_message(problems))
+
+onsuccess:
+    campaign_ended(ok=True)
+
+
+onerror:
+    campaign_ended(ok=False)
 
 
 rule all:
@@ -64,12 +68,6 @@ rule all:
         f"{RESULTS}/report.html",
 
 
-for rule_file in sorted(Path(workflow.basedir, "workflow", "rules").glob("*.smk")):
-    # A family's rules need its config section: only the families the campaign runs are included.
-    if rule_file.stem in GRID:
-
-        include: rule_file
-
-
+include: "workflow/rules/points.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/report.smk"

@@ -12,8 +12,8 @@ Both parts interleave what they compare (design.md: repetitions vary 20-50% here
 part 1 runs every method once per round, in an order rotated each round; part 2
 alternates osu_bcast and buffer, the first one swapped each round. A speed-up or
 ratio is the median over rounds of the ratio within a round (pairwise), never one
-run against another. Each kernel run is `python -m movebench.bcast` under mpiexec,
-exactly as a campaign point runs (warm-ups recorded, not counted).
+run against another. Each kernel run is the bcast kernel under mpiexec, started by
+movebench.launch's command exactly as a campaign point runs (warm-ups recorded, not counted).
 
     python bench/bcast.py                  # the full benchmark (about 10 minutes on 2 cores)
     python bench/bcast.py --quick          # 1000x1000 and 2 rounds: a smoke run
@@ -35,7 +35,10 @@ from pathlib import Path
 ROOT_DIR = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT_DIR / "src"))
 
-from movebench import bcast  # noqa: E402
+from movebench import admission  # noqa: E402
+from movebench.families import bcast  # noqa: E402
+from movebench.families.bcast.kernel import IN_PLACE, METHODS  # noqa: E402
+from movebench.launch import make_task, run_kernel  # noqa: E402
 
 MPIEXEC = Path(sys.executable).with_name("mpiexec")
 OSU_BCAST = ROOT_DIR / "bench" / "mpi4py_demo" / "osu_bcast.py"
@@ -54,34 +57,20 @@ def run(cmd: list[str], timeout: float = 900) -> str:
 LOAD = []  # 1-minute load average before each kernel run: this machine may be shared
 
 
-def kernel(ranks: int, args: list[str], repetitions: int, warmups: int) -> tuple[list[dict], dict]:
+def kernel(ranks: int, case: dict, method: str, repetitions: int, warmups: int) -> tuple[list[dict], dict]:
     LOAD.append(os.getloadavg()[0])
+    point = {"kind": case["kind"], "method": method, "nodes": 1, "ranks": ranks, "shape": case["shape"]}
+    if case["kind"] == "sparse":
+        point["density"] = case["density"]
+    point["dtype"] = "float64"
     with tempfile.TemporaryDirectory(prefix="bench-bcast-") as tmp:
-        out, meta = Path(tmp) / "r.jsonl", Path(tmp) / "r.meta.json"
-        run(
-            [
-                str(MPIEXEC),
-                "-n",
-                str(ranks),
-                sys.executable,
-                "-m",
-                "movebench.bcast",
-                *args,
-                "--repetitions",
-                str(repetitions),
-                "--warmups",
-                str(warmups),
-                "--out",
-                str(out),
-                "--meta",
-                str(meta),
-            ]
-        )
-        recs = [json.loads(line) for line in out.read_text().splitlines()]
-        info = json.loads(meta.read_text())
+        done, recs, info = run_kernel(make_task("bcast", point, {"seed": 2024}, repetitions, warmups), tmp,
+                                      str(MPIEXEC), env=ENV)
+    if done.returncode != 0:
+        sys.exit(f"failed ({done.returncode}): bcast {point}\n{done.stdout}\n{done.stderr}")
     bad = [r for r in recs if not r["ok"]]
     if bad:
-        sys.exit(f"verification failed in {args}: {bad[0]['error']}")
+        sys.exit(f"verification failed in {point}: {bad[0]['error']}")
     return recs, info
 
 
@@ -96,11 +85,12 @@ def osu_bcast_us(ranks: int) -> float:
 
 def fit_case(kind: str, shape: tuple[int, int], density: float | None, ranks: int, fraction: float):
     """The shape, rows scaled down until pickle (the hungriest method) fits; and a note if it was scaled."""
-    budget = fraction * bcast.mem_available()
+    budget = fraction * admission.mem_available()
     rows, cols = shape
     while True:
-        payload = bcast.payload_bytes(kind, (rows, cols), "float64", density)
-        if bcast.node_bytes({"method": "pickle", "ranks": ranks, "nodes": 1}, payload) <= budget:
+        point = {"kind": kind, "method": "pickle", "nodes": 1, "ranks": ranks, "shape": f"{rows}x{cols}",
+                 "density": density, "dtype": "float64"}
+        if bcast.FAMILY.node_memory_bytes(point, {}) <= budget:
             break
         rows = rows * 3 // 4
     note = "" if rows == shape[0] else f"scaled from {shape[0]}x{cols} to {rows}x{cols} to fit in memory"
@@ -124,9 +114,8 @@ def study_cases(quick: bool):
     return cases
 
 
-def case_args(kind, shape, density):
-    args = ["--kind", kind, "--shape", bcast.shape_text(shape), "--dtype", "float64"]
-    return args + (["--density", repr(density)] if density is not None else [])
+def case_of(kind, shape, density):
+    return {"kind": kind, "shape": bcast.shape_text(shape), "density": density}
 
 
 SMALL_PAYLOAD = 64 * MiB
@@ -141,14 +130,14 @@ def part_study(rounds: int, repetitions: int, small_repetitions: int, warmups: i
         if note:
             notes[(kind, density)] = note
     for rnd in range(rounds):
-        order = bcast.METHODS[rnd % len(bcast.METHODS) :] + bcast.METHODS[: rnd % len(bcast.METHODS)]
+        order = METHODS[rnd % len(METHODS) :] + METHODS[: rnd % len(METHODS)]
         for kind, shape, density in cases:
             for method in order:
                 started = time.time()
                 # Milliseconds-long broadcasts need more repetitions than 3 for a stable median, and cost nothing.
                 small = bcast.payload_bytes(kind, shape, "float64", density) < SMALL_PAYLOAD
                 reps = small_repetitions if small else repetitions
-                recs, meta = kernel(ranks, case_args(kind, shape, density) + ["--method", method], reps, warmups)
+                recs, meta = kernel(ranks, case_of(kind, shape, density), method, reps, warmups)
                 results.setdefault((kind, bcast.shape_text(shape), density), {}).setdefault(method, []).append(recs)
                 print(
                     f"  round {rnd + 1}/{rounds} {kind} {bcast.shape_text(shape)} d={density} {method}: "
@@ -220,7 +209,7 @@ def print_study(rows, notes):
             + (f" d={density:g}" if density else "")
             + f": {row['payload_bytes'] / 1e6:.1f} MB{nnz}"
         )
-    dense = [r for r in rows if r["kind"] == "dense" and r["method"] in bcast.IN_PLACE]
+    dense = [r for r in rows if r["kind"] == "dense" and r["method"] in IN_PLACE]
     for row in dense:
         fast = row["speedup_vs_pickle"] >= 3
         lean = row["receiver_rss_bytes"] <= 1.1 * row["payload_bytes"]
@@ -237,7 +226,7 @@ def print_study(rows, notes):
 
 def part_osu(rounds: int, repetitions: int, warmups: int):
     rows = []
-    shape = ["--kind", "dense", "--shape", str(OSU_SIZE // 8), "--dtype", "float64", "--method", "buffer"]
+    case = {"kind": "dense", "shape": str(OSU_SIZE // 8), "density": None}
     for ranks in (2, 4):
         osu, ours = [], []
         for rnd in range(rounds):
@@ -246,7 +235,7 @@ def part_osu(rounds: int, repetitions: int, warmups: int):
                 if step == "osu":
                     osu.append(osu_bcast_us(ranks))
                 else:
-                    recs, _ = kernel(ranks, shape, repetitions, warmups)
+                    recs, _ = kernel(ranks, case, "buffer", repetitions, warmups)
                     ours.append(median([r["elapsed_s"] for r in counted(recs)]) * 1e6)
             print(
                 f"  round {rnd + 1}/{rounds} {ranks} ranks: osu_bcast {osu[-1]:.1f} us, buffer {ours[-1]:.1f} us",

@@ -13,7 +13,7 @@ the median of pairwise ratios).
 
 Both write fresh files with pwrite in pieces of min(16 MiB, size) and fsync
 before the time stops:
-- movebench: `python -m movebench.io --backend posix` (IOR's definition:
+- movebench: the io kernel, backend posix (IOR's definition:
   bytes / (latest end - earliest start), open, pwrite, fsync and close inside);
   verification is off here (it is untimed either way, and was tested apart).
 - fio: numjobs=2 processes, ioengine=psync, rw=write, end_fsync=1,
@@ -46,6 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from movebench.core.sizes import format_size, parse_size  # noqa: E402
+from movebench.launch import make_task, run_kernel  # noqa: E402
 
 MPIEXEC = str(Path(sys.executable).with_name("mpiexec"))
 RANKS = 2
@@ -58,39 +59,17 @@ def env() -> dict:
     return e
 
 
-def movebench(pattern: str, size: int, reps: int, path: Path, backend="posix", extra=()) -> list[float]:
-    """Bandwidths (B/s) of the measured repetitions of one kernel run."""
+def movebench(pattern: str, size: int, reps: int, path: Path, backend="posix", extra=None) -> list[float]:
+    """Bandwidths (B/s) of the measured repetitions of one kernel run (verification off, fsync on, as fio)."""
+    point = {"pattern": pattern, "backend": backend, "nodes": 1, "ranks": RANKS, "size_per_proc": size}
+    settings = {"fsync": True, "verify": False, "cleanup": True, "name_prefix": f"mbbench-{pattern}-{backend}",
+                **(extra or {})}
+    if backend == "posix":
+        settings.update(path=str(path), transfer_size=min(size, MAX_PIECE))
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "r.jsonl"
-        argv = [
-            MPIEXEC,
-            "-n",
-            str(RANKS),
-            sys.executable,
-            "-m",
-            "movebench.io",
-            "--pattern",
-            pattern,
-            "--backend",
-            backend,
-            "--size-per-proc",
-            str(size),
-            "--repetitions",
-            str(reps),
-            "--warmups",
-            "1",
-            "--no-verify",
-            "--fsync",
-            "--out",
-            str(out),
-            *extra,
-        ]
-        if backend == "posix":
-            argv += ["--path", str(path), "--transfer-size", str(min(size, MAX_PIECE))]
-        done = subprocess.run(argv, env=env(), capture_output=True, text=True, timeout=900)
-        if done.returncode != 0:
-            sys.exit(f"movebench failed:\n{done.stderr[-3000:]}")
-        recs = [json.loads(line) for line in out.read_text().splitlines()]
+        done, recs, _ = run_kernel(make_task("io", point, settings, reps, 1), tmp, MPIEXEC, 900, env())
+    if done.returncode != 0:
+        sys.exit(f"movebench failed:\n{done.stderr[-3000:]}")
     return [r["bandwidth_Bps"] for r in recs if not r["warmup"]]
 
 
@@ -166,7 +145,9 @@ def blob(sizes, reps) -> list[dict]:
 
     rows = []
     with azurite.Azurite() as service:
-        extra = ["--connection-string-env", azurite.ENV_VAR, "--block-size", str(4 * 2**20)]
+        extra = {"connection_string_env": azurite.ENV_VAR, "block_size": 4 * 2**20, "max_concurrency": 1,
+                 "retry": {"total": 3, "initial_backoff_s": 1, "increment_base_s": 2, "jitter_s": 0.5},
+                 "request_timeout_s": 60}
         os.environ[azurite.ENV_VAR] = service.connection_string
         try:
             for pattern in ("sfsw", "sfmw", "mfmw"):

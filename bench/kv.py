@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python bench/kv.py [--rounds 2] [--sizes 1KiB,4KiB,16KiB,64KiB,256KiB,1MiB]
 Every point is launched as a campaign's point rule launches it (python -m movebench.launch ->
-movebench.dragonrun -> dragon -s -> python -m movebench.kv): 1 node, 2 clients, 1 manager, keys by
+movebench.dragonrun -> dragon -s -> the kv kernel): 1 node, 2 clients, 1 manager, keys by
 gups_ddict's rule (total_mem 256 MiB, mem_frac 0.1, at most 200 keys per client), 5 counted rounds
 after 1 warm-up. The four operations of a size run one after the other, and the whole sweep is
 repeated `--rounds` times, so that each ratio is the median of ratios taken within one round
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import statistics
 import subprocess
 import sys
@@ -26,22 +25,23 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 from movebench.core.records import read_jsonl  # noqa: E402
 from movebench.core.sizes import format_size, parse_size  # noqa: E402
-from movebench.kv import OPERATIONS, keys_per_client  # noqa: E402
+from movebench.families.kv import keys_per_client  # noqa: E402
+from movebench.families.kv.kernel import OPERATIONS  # noqa: E402
+from movebench.launch import make_task  # noqa: E402
 
 SECTION = {"total_mem": "256MiB", "mem_frac": 0.1, "max_keys": 200, "keys_per_client": None}
 
 
 def run_point(operation: str, size: int, tmp: Path) -> dict:
     keys = keys_per_client(SECTION, 1, 2, size)
-    point = f"operation~{operation}/nodes~1/clients_per_node~2/managers_per_node~1/value_size~{size}"
-    kernel = ["--operation", operation, "--nodes", "1", "--clients-per-node", "2", "--managers-per-node", "1",
-              "--value-size", str(size), "--keys-per-client", str(keys),
-              "--total-mem", str(parse_size(SECTION["total_mem"])), "--iterations", "1"]
+    point = {"operation": operation, "nodes": 1, "clients_per_node": 2, "managers_per_node": 1, "value_size": size}
+    settings = {"streams_per_manager": 5, "total_mem": parse_size(SECTION["total_mem"]), "iterations": 1,
+                "keys_per_client": keys}
     out, meta = tmp / f"{operation}-{size}.jsonl", tmp / f"{operation}-{size}.meta.json"
-    proc = subprocess.run([sys.executable, "-m", "movebench.launch", "--family", "kv", "--point", point,
-                           "--ranks", "2", "--timeout", "300", "--repetitions", "5", "--warmups", "1",
-                           "--kernel-args", shlex.join(kernel), "--out", str(out), "--meta", str(meta),
-                           "--failed", str(tmp / "failed.json")], capture_output=True, text=True, cwd=tmp)
+    proc = subprocess.run([sys.executable, "-m", "movebench.launch", "--task",
+                           json.dumps(make_task("kv", point, settings, 5, 1)), "--timeout", "300", "--out", str(out),
+                           "--meta", str(meta), "--failed", str(tmp / "failed.json")], capture_output=True, text=True,
+                          cwd=tmp)
     if proc.returncode != 0:
         raise SystemExit(f"{operation} {size}: failed\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     recs = [r for r in read_jsonl(out) if not r["warmup"]]

@@ -8,4 +8,7 @@ with logged(snakemake.log[0]):  # noqa: F821 - provided by Snakemake
         snakemake.params.family,  # noqa: F821
         snakemake.input.records,  # noqa: F821
         snakemake.output,  # noqa: F821
+        snakemake.params.points,  # noqa: F821
+        snakemake.params.raw,  # noqa: F821
+        snakemake.params.failed,  # noqa: F821
     )

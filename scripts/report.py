@@ -4,4 +4,4 @@ from movebench import report
 from movebench.snakelog import logged
 
 with logged(snakemake.log[0]):  # noqa: F821 - provided by Snakemake
-    report.render(snakemake.params.config, snakemake.params.grid, snakemake.output[0])  # noqa: F821
+    report.render(snakemake.params.config, snakemake.params.families, snakemake.output[0])  # noqa: F821

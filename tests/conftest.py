@@ -17,6 +17,23 @@ PYTHON = sys.executable
 MPIEXEC = str(Path(PYTHON).with_name("mpiexec")) if Path(PYTHON).with_name("mpiexec").exists() else "mpiexec"
 
 
+def make_task(family: str, point: dict, settings: dict, repetitions=3, warmups=1) -> dict:
+    from movebench import launch
+
+    return launch.make_task(family, point, settings, repetitions, warmups)
+
+
+def run_kernel(task: dict, folder: Path, timeout=120, check=True, env=None, launcher=None):
+    """The task's kernel under the command movebench.launch builds; returns (process, records, meta)."""
+    from movebench import launch
+
+    proc, recs, meta = launch.run_kernel(task, folder, launcher or MPIEXEC, timeout, env or os.environ.copy())
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{task['family']} {task['point']} failed ({proc.returncode}):\n{proc.stdout}\n"
+                             f"{proc.stderr}")
+    return proc, recs, meta
+
+
 def mpirun(ranks: int, *argv, timeout=120, check=True, env=None) -> subprocess.CompletedProcess:
     """`mpiexec -n ranks python argv...`, output captured."""
     proc = subprocess.run([MPIEXEC, "-n", str(ranks), PYTHON, *map(str, argv)], capture_output=True, text=True,
@@ -34,6 +51,28 @@ def snakemake(workdir: Path, *args, profile="local", timeout=600, check=True) ->
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")
     return proc
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _own_machine_lock(tmp_path_factory):
+    """The suite's campaigns take their own benchmark lock and registry, not the machine's.
+
+    Campaigns of this session still run one at a time (tests/test_hardening.py tests the lock
+    itself); another engineer's suite or benchmark on the machine neither waits for them nor is
+    flagged by them.
+    """
+    from movebench import machine
+
+    folder = tmp_path_factory.mktemp("machine")
+    saved = {name: os.environ.get(name) for name in (machine.LOCK_FILE_ENV, machine.POINTS_DIR_ENV)}
+    os.environ[machine.LOCK_FILE_ENV] = str(folder / "benchmark.lock")
+    os.environ[machine.POINTS_DIR_ENV] = str(folder / "points")
+    yield
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture
@@ -63,14 +102,25 @@ def _running_slurm_cluster():
 
 @pytest.fixture(scope="session")
 def slurm_cluster():
-    """The local two-node Slurm cluster (n1, n2) for the whole session: reused when already up, else started here."""
+    """The local Slurm test cluster for the whole session: reused when already up, else started here with 2 nodes.
+
+    Its nodes n1, n2 are hosts of their own (network namespaces on 198.18.0.0/24, see docs/slurm-test-cluster.md).
+    Tests that need more: `with slurm_cluster.resized(4):`, shaped links: `with slurm_cluster.shaped("rate=1gbit"):`.
+    """
     from movebench.testcluster.slurm import LocalSlurmCluster, missing_binaries
 
     if os.geteuid() != 0 and missing_binaries():
         pytest.skip("Slurm is not installed and installing it (apt-get) needs root")
     existing = _running_slurm_cluster()
     if existing is not None:
-        yield existing
+        # the tests are written for 2 nodes and unshaped links: a `make slurm-up NODES=4 LINK=...` cluster is
+        # made so for the session and put back as it was after
+        if len(existing.nodes) == 2:
+            with existing.shaped(None):
+                yield existing
+        else:
+            with existing.resized(2), existing.shaped(None):
+                yield existing
         return
     root = Path(tempfile.mkdtemp(prefix="movebench-slurm-test-"))
     cluster = LocalSlurmCluster(root)

@@ -2,34 +2,20 @@
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from conftest import make_task, run_kernel
 from fileshare_standin import StandIn
 from movebench.services import azurite as azurite_service
 
 SRC = Path(__file__).resolve().parents[1] / "src"
-MPIEXEC = Path(sys.executable).with_name("mpiexec")
 BLOB_ENV = "MOVEBENCH_TEST_BLOB_CONNECTION"
 FILES_ENV = "MOVEBENCH_TEST_FILES_CONNECTION"
 # Short retries: a test whose service is gone should fail in seconds, not in the SDK's default minute.
-QUICK_RETRY = [
-    "--retry-total",
-    "2",
-    "--retry-initial-backoff-s",
-    "0.1",
-    "--retry-increment-base-s",
-    "1.1",
-    "--retry-jitter-s",
-    "0.05",
-    "--request-timeout-s",
-    "10",
-]
+QUICK_RETRY = {"total": 2, "initial_backoff_s": 0.1, "increment_base_s": 1.1, "jitter_s": 0.05}
 
 
 def kernel_env(**extra) -> dict:
@@ -39,59 +25,37 @@ def kernel_env(**extra) -> dict:
     return env
 
 
-def backend_args(backend: str, tmp_path: Path) -> list[str]:
-    """Small pieces, so that tiny sizes still cross several blocks, ranges and pwrite calls."""
+def io_settings(backend: str, tmp_path: Path, name_prefix: str, **extra) -> dict:
+    """The kernel's settings as the io spec builds them, with small pieces so that tiny sizes still cross
+    several blocks, ranges and pwrite calls."""
+    settings = {"fsync": True, "verify": True, "cleanup": True, "name_prefix": name_prefix}
     if backend in ("posix", "mpiio"):
-        return ["--path", str(tmp_path / "target"), "--transfer-size", "16KiB"]
+        settings.update(path=str(tmp_path / "target"), transfer_size=16 * 1024)
+    if backend == "mpiio":
+        settings["hints"] = {}
+    if backend in ("blob", "fileshare"):
+        settings.update(retry=QUICK_RETRY, request_timeout_s=10, max_concurrency=1)
     if backend == "blob":
-        return ["--connection-string-env", BLOB_ENV, "--block-size", "16KiB", *QUICK_RETRY]
-    return ["--connection-string-env", FILES_ENV, "--range-size", "16KiB", *QUICK_RETRY]
+        settings.update(connection_string_env=BLOB_ENV, block_size=16 * 1024)
+    if backend == "fileshare":
+        settings.update(connection_string_env=FILES_ENV, range_size=16 * 1024)
+    settings.update(extra)
+    return settings
 
 
-def run_kernel(
-    ranks: int,
-    pattern: str,
-    backend: str,
-    tmp_path: Path,
-    *extra,
-    size="40000",
-    reps=2,
-    warmups=1,
-    env=None,
-    timeout=60,
-    name_prefix=None,
-):
-    """`mpiexec -n ranks python -m movebench.io ...`; returns (completed process, records or None)."""
-    out = tmp_path / f"{pattern}-{backend}-{ranks}.jsonl"
-    out.unlink(missing_ok=True)
-    argv = [
-        str(MPIEXEC),
-        "-n",
-        str(ranks),
-        sys.executable,
-        "-m",
-        "movebench.io",
-        "--pattern",
-        pattern,
-        "--backend",
-        backend,
-        "--size-per-proc",
-        str(size),
-        "--repetitions",
-        str(reps),
-        "--warmups",
-        str(warmups),
-        "--out",
-        str(out),
-        "--meta",
-        str(out.with_suffix(".meta.json")),
-        *backend_args(backend, tmp_path),
-        *extra,
-    ]
-    if name_prefix:
-        argv += ["--name-prefix", name_prefix]
-    done = subprocess.run(argv, env=env or kernel_env(), capture_output=True, text=True, timeout=timeout)
-    records = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else None
+def io_task(ranks, pattern, backend, tmp_path, size=40000, reps=2, warmups=1, name_prefix=None, **extra) -> dict:
+    point = {"pattern": pattern, "backend": backend, "nodes": 1, "ranks": ranks, "size_per_proc": int(size)}
+    prefix = name_prefix or f"mbt-{pattern}-{backend}-{ranks}"
+    return make_task("io", point, io_settings(backend, tmp_path, prefix, **extra), reps, warmups)
+
+
+def run_io(ranks, pattern, backend, tmp_path, size=40000, reps=2, warmups=1, env=None, timeout=60,
+           name_prefix=None, **extra):
+    """The io kernel under mpiexec, as the point rule starts it; returns (completed process, records or None)."""
+    task = io_task(ranks, pattern, backend, tmp_path, size, reps, warmups, name_prefix, **extra)
+    folder = tmp_path / f"run-{pattern}-{backend}-{ranks}"
+    folder.mkdir(exist_ok=True)
+    done, records, _ = run_kernel(task, folder, timeout=timeout, check=False, env=env or kernel_env())
     return done, records
 
 

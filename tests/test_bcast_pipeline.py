@@ -54,7 +54,6 @@ def test_a_shape_too_large_for_memory_stops_snakemake_before_any_job(tmp_path):
             PYTHON,
             "-m",
             "snakemake",
-            "-n",
             "--snakefile",
             str(ROOT / "Snakefile"),
             "--directory",
@@ -69,6 +68,7 @@ def test_a_shape_too_large_for_memory_stops_snakemake_before_any_job(tmp_path):
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
-    assert "bcast.shapes[1] = [1000000, 1000000]: dense float64, method pickle" in out
+    assert "refused before any job" in out
+    assert "bcast kind~dense/method~pickle/nodes~1/ranks~2/shape~1000000x1000000/dtype~float64: plans" in out
     assert "MemAvailable" in out and "Traceback" not in out
-    assert not (tmp_path / "results").exists()
+    assert not (tmp_path / "results" / "raw").exists() and not (tmp_path / "results" / "logs").exists()

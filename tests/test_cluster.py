@@ -10,8 +10,7 @@ import pytest
 import yaml
 
 from conftest import PYTHON, ROOT
-from movebench import cluster
-from movebench import family as families
+from movebench import cluster, families
 
 CAMPAIGN = {"name": "t", "results_dir": "results", "repetitions": 3, "warmups": 1, "timeout": 300}
 
@@ -22,10 +21,13 @@ def test_runtime_is_the_timeout_in_whole_minutes_plus_one():
 
 def test_tasks_are_ranks_for_mpi_and_at_least_two_for_dragon():
     shuffle, kv = families.load("shuffle"), families.load("kv")
-    assert cluster.slurm_tasks(shuffle, {"nodes": 2, "ranks": 4}) == 4
-    point = {"operation": "put", "nodes": 1, "clients_per_node": 8, "managers_per_node": 1}
-    assert cluster.slurm_tasks(kv, point) == 2
-    assert cluster.slurm_tasks(kv, {**point, "nodes": 3}) == 3
+    section = {"tuples_per_rank": 1, "tuple_size": 8}
+    point = {"pattern": "uni", "nodes": 2, "ranks": 4, "message_size": 4096, "window": 4}
+    assert shuffle.resources(point, section)["tasks"] == 4 and shuffle.resources(point, section)["nodes"] == 2
+    kv_section = {"total_mem": "64MiB", "mem_frac": 0.1, "max_keys": 50, "keys_per_client": None}
+    point = {"operation": "put", "nodes": 1, "clients_per_node": 8, "managers_per_node": 1, "value_size": 1024}
+    assert kv.resources(point, kv_section)["tasks"] == 2
+    assert kv.resources({**point, "nodes": 3}, kv_section)["tasks"] == 3
 
 
 def test_plan_one_job_per_point():

@@ -16,10 +16,13 @@ import pytest
 from fileshare_standin import StandIn, signature, string_to_sign
 from io_support import kernel_env
 from movebench import config as campaign_config
-from movebench import io as io_family
+from movebench import families
 from movebench.core import records
+from movebench.families import io as io_family
+from movebench.families.io import kernel as io_kernel
+from movebench.families.io import report as io_report
+from movebench.families.io.storage import ReadOnlyView, azure, open_backend, pieces
 from movebench.services import azurite as azurite_service
-from movebench.storage import ReadOnlyView, azure, open_backend, pieces
 
 CONN_ENV = "MOVEBENCH_TEST_IO_CONNECTION"
 FAKE_BLOB = azurite_service.connection_string(10000)
@@ -55,7 +58,8 @@ def test_defaults_fill_every_key(tmp_path):
         ({"size_per_proc": {"from": "1MiB", "to": "1KiB"}}, "range from '1MiB' to '1KiB' is empty"),
         ({"patterns": ["sfsw", "mfsw"]}, "io.patterns[1] = 'mfsw': must be one of sfsw, sfmw, mfmw"),
         ({"backends": ["s3"]}, "io.backends[0] = 's3': must be one of posix, mpiio, blob, fileshare"),
-        ({"ranks": [2], "nodes": [4]}, "io.nodes = 4: more nodes than the 2 ranks of ranks[0]"),
+        ({"ranks": [2], "nodes": [4]}, "io.nodes = 4: more nodes than the 2 ranks"),
+        ({"iterations": 6}, "io.iterations = 6: renamed: use io.repetitions"),
         ({"buffer": 1}, "io.buffer = 1: unknown key 'buffer'"),
     ],
 )
@@ -117,10 +121,10 @@ def test_azurite_connection_string_cannot_serve_fileshare_and_its_key_is_not_sho
 def test_credentials_are_named_never_passed(monkeypatch, tmp_path):
     monkeypatch.setenv(CONN_ENV, FAKE_BLOB)
     config = validate({"backends": ["blob"], "blob": {"connection_string_env": CONN_ENV}})
-    point = io_family.FAMILY.points(config["io"], config["campaign"])[0]
-    args = io_family.FAMILY.kernel_args(point, config["io"], config["campaign"])
-    assert args[args.index("--connection-string-env") + 1] == CONN_ENV
-    assert not any(azurite_service.DEV_KEY in a or "AccountKey" in a for a in args)
+    point = io_family.FAMILY.points(config["io"])[0]
+    settings = io_family.FAMILY.kernel_settings(point, config["io"], config["campaign"])
+    assert settings["connection_string_env"] == CONN_ENV
+    assert azurite_service.DEV_KEY not in str(settings) and "AccountKey" not in str(settings)
 
 
 @pytest.mark.parametrize("path", ["/proc/movebench-io", "FILE/sub"])
@@ -137,26 +141,27 @@ def test_grid_and_kernel_arguments(tmp_path):
         {
             "posix": {"path": str(tmp_path)},
             "size_per_proc": {"from": "1MiB", "to": "4MiB"},
-            "iterations": 7,
+            "repetitions": 7,
             "fsync": False,
             "mpiio": {"hints": {"romio_cb_write": "enable"}},
         }
     )
-    points = io_family.FAMILY.points(config["io"], config["campaign"])
+    points = io_family.FAMILY.points(config["io"])
     assert len(points) == 3 * 2 * 3
     assert points[0] == {"pattern": "sfsw", "backend": "posix", "nodes": 1, "ranks": 2, "size_per_proc": 2**20}
     mpiio = next(p for p in points if p["backend"] == "mpiio")
-    args = io_family.FAMILY.kernel_args(mpiio, config["io"], config["campaign"])
-    assert args[args.index("--iterations") + 1] == "7" and "--no-fsync" in args
-    assert args[args.index("--hint") + 1] == "romio_cb_write=enable"
-    assert args[args.index("--path") + 1] == str(tmp_path)
+    task = campaign_config.tasks(config, campaign_config.grid(config))["io"][families.point_path(mpiio)]
+    settings = task["settings"]
+    assert task["repetitions"] == 7 and settings["fsync"] is False
+    assert settings["hints"] == {"romio_cb_write": "enable"} and settings["path"] == str(tmp_path)
+    assert settings["transfer_size"] == 16 * 2**20 and "block_size" not in settings  # blob's key, not mpiio's
 
 
-def test_skipped_backends_leave_the_grid(monkeypatch, tmp_path):
-    monkeypatch.setenv(io_family.SKIP_ENV, "blob")
-    monkeypatch.delenv("AZURE_STORAGE_CONNECTION_STRING", raising=False)
-    config = validate({"posix": {"path": str(tmp_path)}, "backends": ["posix", "blob"]})  # no credential error
-    assert {p["backend"] for p in io_family.FAMILY.points(config["io"], config["campaign"])} == {"posix"}
+def test_the_grid_depends_on_the_config_alone(monkeypatch, tmp_path):
+    """No environment variable takes a backend out of the grid (make run and plain snakemake agree)."""
+    monkeypatch.setenv("MOVEBENCH_SKIP_BACKENDS", "blob")
+    section = _emulated_section(tmp_path)
+    assert {p["backend"] for p in io_family.FAMILY.points(section)} == {"posix", "blob"}
 
 
 def test_name_prefixes_are_valid_container_names_and_differ_by_point_and_campaign():
@@ -170,8 +175,8 @@ def test_name_prefixes_are_valid_container_names_and_differ_by_point_and_campaig
 
 
 def test_payload_words_encode_their_position_in_the_object():
-    whole = io_family.make_payload(3 * 1001, 0)
-    parts = [io_family.make_payload(1001, r * 1001) for r in range(3)]
+    whole = io_kernel.make_payload(3 * 1001, 0)
+    parts = [io_kernel.make_payload(1001, r * 1001) for r in range(3)]
     assert np.array_equal(np.concatenate(parts), whole)  # each rank's part is its slice of one object
     assert not np.array_equal(parts[0], parts[1])  # a part written at the wrong offset would not verify
 
@@ -239,9 +244,6 @@ def standin_server():
 
 
 def test_report_section_tables_match_the_medians(tmp_path):
-    report = pytest.importorskip("movebench.report")
-    if not hasattr(report, "figure_uri"):
-        pytest.skip("the report engine is not on this branch yet")
     from movebench import aggregate
 
     paths = []
@@ -263,15 +265,16 @@ def test_report_section_tables_match_the_medians(tmp_path):
                     )
                     for i in range(5)
                 ]
-                path = tmp_path / "raw" / "io" / f"{io_family.point_path(point)}.jsonl"
+                path = tmp_path / "raw" / "io" / f"{families.point_path(point)}.jsonl"
                 records.write_jsonl(path, recs)
                 paths.append(path)
     table = aggregate.load("io", paths)
-    ctx = io_family.FAMILY.report_context(table, aggregate.summarize("io", table), {})
+    ctx = io_report.context(table, aggregate.summarize("io", table), {})
     assert [pattern for pattern, _ in ctx["tables"]] == ["sfsw", "mfmw"]
     sfsw = ctx["tables"][0][1]
-    # Median latency 0.03 s; bandwidth median of 2 MiB / {0.01..0.05} s = 2 MiB / 0.03 s = 66.67 MiB/s.
-    assert "<td>0.03</td>" in sfsw and "<td>66.67</td>" in sfsw and "<td>2MiB</td>" in sfsw
+    # Median latency 0.03 s = 30 ms; bandwidth median of 2 MiB / {0.01..0.05} s = 2 MiB / 0.03 s = 66.7 MiB/s.
+    assert "latency (ms)" in sfsw and "bandwidth (MiB/s)" in sfsw
+    assert "<td>30.0</td>" in sfsw and "<td>66.7</td>" in sfsw and "<td>2MiB</td>" in sfsw
     assert ctx["figure"].startswith("data:image/png;base64,")
     assert ctx["emulated_blob"] and ctx["backends"] == ["POSIX", "Blob"]
 
@@ -318,31 +321,16 @@ def test_azurite_run_exports_the_connection_string_and_stops_after(tmp_path):
     assert not azurite_service.answers(port)
 
 
-def test_azurite_run_without_node_says_so_and_skips_blob(tmp_path):
+def test_azurite_run_without_node_says_so(tmp_path):
     # A PATH holding only python: no node, no npm.
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     os.symlink(sys.executable, bin_dir / "python3")
     env = kernel_env(PATH=str(bin_dir))
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "movebench.services.azurite",
-            "run",
-            "--",
-            "python3",
-            "-c",
-            "import os; print(os.environ.get('MOVEBENCH_SKIP_BACKENDS'))",
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    assert "node is not on PATH" in done.stderr and "blob backend is skipped" in done.stderr
-    assert done.stdout.strip() == "blob"
+    done = subprocess.run([sys.executable, "-m", "movebench.services.azurite", "run", "--", "python3", "-c", "1"],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert "cannot start Azurite: node is not on PATH" in done.stderr
 
 
 def test_azurite_is_installed_locally_and_ignored_by_git():
@@ -350,7 +338,7 @@ def test_azurite_is_installed_locally_and_ignored_by_git():
     assert ".node/" in (root / ".gitignore").read_text().split()
 
 
-# --- `make run`'s hook: Azurite for the run, or blob skipped loudly without Node.js ---
+# --- the workflow's hook: Azurite when a blob point on the emulator is about to run ---
 
 
 def _emulated_section(tmp_path):
@@ -360,33 +348,32 @@ def _emulated_section(tmp_path):
 
 
 @pytest.mark.azurite
-def test_services_hook_starts_azurite_for_the_run_and_stops_it(tmp_path, monkeypatch, capsys):
+def test_services_hook_starts_azurite_for_blob_points_and_stops_it(tmp_path, monkeypatch, capsys):
     if azurite_service.node_missing():
         pytest.skip(azurite_service.node_missing())
     monkeypatch.delenv(io_family.AZURITE_ENV, raising=False)
     section = _emulated_section(tmp_path)
-    with io_family.FAMILY.services(section, {}):
+    points = io_family.FAMILY.points(section)
+    posix_only = [p for p in points if p["backend"] == "posix"]
+    assert io_family.FAMILY.services(section, {"name": "t"}, posix_only) is None  # nothing to serve
+    with io_family.FAMILY.services(section, {"name": "t"}, points):
         connection = os.environ[io_family.AZURITE_ENV]
         port = int(connection.split("127.0.0.1:")[1].split("/")[0])
         assert azurite_service.answers(port)
-        point = {"pattern": "sfmw", "backend": "blob", "nodes": 1, "ranks": 2, "size_per_proc": 1}
-        args = io_family.FAMILY.kernel_args(point, section, {})
-        assert args[args.index("--connection-string-env") + 1] == io_family.AZURITE_ENV
+        blob = next(p for p in points if p["backend"] == "blob")
+        assert io_family.FAMILY.kernel_settings(blob, section, {"name": "t"})["connection_string_env"] == (
+            io_family.AZURITE_ENV)
     assert io_family.AZURITE_ENV not in os.environ
     assert not azurite_service.answers(port)
     assert "Azurite up on 127.0.0.1" in capsys.readouterr().err
 
 
-def test_services_hook_without_node_skips_blob_and_says_so(tmp_path, monkeypatch, capsys):
+def test_blob_on_azurite_without_node_is_refused_before_any_job(tmp_path, monkeypatch):
     monkeypatch.delenv(io_family.AZURITE_ENV, raising=False)
-    monkeypatch.delenv(io_family.SKIP_ENV, raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))  # no node, no npm
-    section = _emulated_section(tmp_path)
-    assert [p["backend"] for p in io_family.FAMILY.points(section, {})].count("blob") == 0
-    with io_family.FAMILY.services(section, {}):
-        assert os.environ[io_family.SKIP_ENV] == "blob"  # inherited by Snakemake and its report
-    assert io_family.SKIP_ENV not in os.environ
-    assert "node is not on PATH" in capsys.readouterr().err
+    message = problems({"posix": {"path": str(tmp_path)}, "backends": ["posix", "blob"],
+                        "blob": {"emulator": "azurite"}})
+    assert "io.backends = [posix, blob]: blob runs on Azurite" in message and "node is not on PATH" in message
 
 
 def test_an_emulated_blob_never_takes_a_real_account(monkeypatch, tmp_path):

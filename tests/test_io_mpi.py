@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 
 import pytest
 
+from conftest import MPIEXEC, PYTHON
 from io_support import (  # noqa: F401 - fixtures
     BLOB_ENV,
-    QUICK_RETRY,
     azurite_fixture,
     cloud_env_fixture,
     containers,
+    io_task,
     kernel_env,
-    run_kernel,
+    run_io,
     standin_fixture,
 )
 from movebench.services import azurite as azurite_service
@@ -43,7 +43,7 @@ def leftovers(backend, tmp_path, azurite, standin, prefix):
 @pytest.mark.parametrize("pattern", PATTERNS)
 def test_pattern_backend_writes_verifies_and_cleans_up(pattern, backend, ranks, tmp_path, azurite, standin, cloud_env):
     prefix = f"mbt-{pattern}-{backend}-{ranks}"
-    done, records = run_kernel(ranks, pattern, backend, tmp_path, size=SIZE, env=cloud_env, name_prefix=prefix)
+    done, records = run_io(ranks, pattern, backend, tmp_path, size=SIZE, env=cloud_env, name_prefix=prefix)
     assert done.returncode == 0, done.stderr[-3000:]
     assert [(r["warmup"], r["rep"]) for r in records] == [(True, 0), (False, 0), (False, 1)]
     for rec in records:
@@ -64,9 +64,8 @@ def test_pattern_backend_writes_verifies_and_cleans_up(pattern, backend, ranks, 
 
 def test_fileshare_ranges_stay_within_range_size(tmp_path, standin, cloud_env):
     before = len(standin.store.requests)
-    done, _ = run_kernel(
-        2, "sfmw", "fileshare", tmp_path, size=SIZE, reps=1, warmups=0, env=cloud_env, name_prefix="mbt-ranges"
-    )
+    done, _ = run_io(2, "sfmw", "fileshare", tmp_path, size=SIZE, reps=1, warmups=0, env=cloud_env,
+                     name_prefix="mbt-ranges")
     assert done.returncode == 0, done.stderr[-3000:]
     puts = [path for method, path, status in standin.store.requests[before:] if "comp=range" in path]
     # 40000 bytes per rank in pieces of at most 16 KiB: 3 ranges per rank.
@@ -74,7 +73,7 @@ def test_fileshare_ranges_stay_within_range_size(tmp_path, standin, cloud_env):
 
 
 def test_cleanup_off_keeps_only_the_last_repetition(tmp_path, azurite, standin, cloud_env):
-    done, records = run_kernel(2, "mfmw", "posix", tmp_path, "--no-cleanup", reps=3, warmups=1, env=cloud_env)
+    done, records = run_io(2, "mfmw", "posix", tmp_path, reps=3, warmups=1, env=cloud_env, cleanup=False)
     assert done.returncode == 0, done.stderr[-3000:]
     files = sorted(p.name for p in (tmp_path / "target").rglob("*") if p.is_file())
     assert files == ["r0002-rank00000", "r0002-rank00001"]
@@ -82,18 +81,8 @@ def test_cleanup_off_keeps_only_the_last_repetition(tmp_path, azurite, standin, 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_flipped_byte_fails_verification(backend, tmp_path, azurite, standin, cloud_env):
-    done, records = run_kernel(
-        2,
-        "sfmw",
-        backend,
-        tmp_path,
-        "--fault",
-        "flip-byte",
-        reps=1,
-        warmups=0,
-        env=cloud_env,
-        name_prefix=f"mbt-flip-{backend}",
-    )
+    done, records = run_io(2, "sfmw", backend, tmp_path, reps=1, warmups=0, env=cloud_env,
+                           name_prefix=f"mbt-flip-{backend}", fault="flip-byte")
     assert done.returncode == 0, done.stderr[-3000:]
     (rec,) = records
     assert rec["ok"] is False and rec["verified"] is False
@@ -102,7 +91,7 @@ def test_a_flipped_byte_fails_verification(backend, tmp_path, azurite, standin, 
 
 
 def test_verification_off_records_no_verdict(tmp_path):
-    done, records = run_kernel(2, "sfmw", "posix", tmp_path, "--fault", "flip-byte", "--no-verify", reps=1, warmups=0)
+    done, records = run_io(2, "sfmw", "posix", tmp_path, reps=1, warmups=0, fault="flip-byte", verify=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert records[0]["ok"] is True and records[0]["verified"] is None
 
@@ -110,9 +99,7 @@ def test_verification_off_records_no_verdict(tmp_path):
 def test_a_503_is_retried_and_counted(tmp_path, standin, cloud_env):
     # The first Put Range of the run answers 503 ServerBusy once; the SDK's policy retries it.
     standin.fail_next(1, 503, match="comp=range")
-    done, records = run_kernel(
-        2, "sfmw", "fileshare", tmp_path, reps=1, warmups=1, env=cloud_env, name_prefix="mbt-retry"
-    )
+    done, records = run_io(2, "sfmw", "fileshare", tmp_path, reps=1, warmups=1, env=cloud_env, name_prefix="mbt-retry")
     assert done.returncode == 0, done.stderr[-3000:]
     warm, measured = records
     assert warm["ok"] and warm["retries_write"] == 1 and warm["retries"] == 1
@@ -121,45 +108,21 @@ def test_a_503_is_retried_and_counted(tmp_path, standin, cloud_env):
 
 
 def test_secrets_stay_out_of_records_meta_and_logs(tmp_path, azurite, cloud_env):
-    done, records = run_kernel(2, "sfmw", "blob", tmp_path, reps=1, warmups=0, env=cloud_env)
+    done, records = run_io(2, "sfmw", "blob", tmp_path, reps=1, warmups=0, env=cloud_env)
     assert done.returncode == 0, done.stderr[-3000:]
-    meta = (tmp_path / "sfmw-blob-2.meta.json").read_text()
+    meta = (tmp_path / "run-sfmw-blob-2" / "meta.json").read_text()
     key = azurite_service.DEV_KEY
     for text in (meta, json.dumps(records), done.stdout, done.stderr):
         assert key not in text
     assert json.loads(meta)["storage"]["endpoint"].startswith("http://127.0.0.1:")
 
 
-def launch(tmp_path, name, kernel_args, env, repetitions, timeout=120):
+def launch(tmp_path, name, task, env, timeout=120):
     """The engine's launch wrapper around the kernel, as a Snakemake point rule runs it."""
     out, failed = tmp_path / f"{name}.jsonl", tmp_path / f"{name}.failed.json"
-    argv = [
-        sys.executable,
-        "-m",
-        "movebench.launch",
-        "--family",
-        "io",
-        "--point",
-        "pattern~mfmw/backend~blob/nodes~1/ranks~2/size_per_proc~262144",
-        "--ranks",
-        "2",
-        "--launcher",
-        "mpiexec",  # a bare name: launch finds the mpiexec beside this Python
-        "--timeout",
-        str(timeout),
-        "--repetitions",
-        str(repetitions),
-        "--warmups",
-        "0",
-        "--kernel-args",
-        " ".join(kernel_args),
-        "--out",
-        str(out),
-        "--meta",
-        str(tmp_path / f"{name}.meta.json"),
-        "--failed",
-        str(failed),
-    ]
+    argv = [PYTHON, "-m", "movebench.launch", "--task", json.dumps(task), "--launcher", MPIEXEC,
+            "--timeout", str(timeout), "--out", str(out), "--meta", str(tmp_path / f"{name}.meta.json"),
+            "--failed", str(failed)]
     return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True), out, failed
 
 
@@ -168,26 +131,14 @@ def test_a_point_whose_service_dies_fails_clearly_and_a_rerun_leaves_nothing(tmp
         pytest.skip(azurite_service.node_missing())
     location = tmp_path / "azurite-data"  # on disk, so that what the dead run left survives a restart
     prefix = "mbt-dies"
-    args = [
-        "--pattern",
-        "mfmw",
-        "--backend",
-        "blob",
-        "--size-per-proc",
-        "256KiB",
-        "--block-size",
-        "64KiB",
-        "--connection-string-env",
-        BLOB_ENV,
-        "--name-prefix",
-        prefix,
-        *QUICK_RETRY,
-    ]
+
+    def task(repetitions):
+        return io_task(2, "mfmw", "blob", tmp_path, size=256 * 1024, reps=repetitions, warmups=0, name_prefix=prefix,
+                       block_size=64 * 1024)
+
     service = azurite_service.Azurite(location=str(location)).start()
     try:
-        proc, out, failed = launch(
-            tmp_path, "dies", args, kernel_env(**{BLOB_ENV: service.connection_string}), repetitions=100000
-        )
+        proc, out, failed = launch(tmp_path, "dies", task(100000), kernel_env(**{BLOB_ENV: service.connection_string}))
         deadline = time.monotonic() + 30
         while not containers(service.connection_string, prefix) and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -206,9 +157,7 @@ def test_a_point_whose_service_dies_fails_clearly_and_a_rerun_leaves_nothing(tmp
 
     with azurite_service.Azurite(location=str(location)) as restarted:
         assert containers(restarted.connection_string, prefix), "the dead run left nothing: the test proves nothing"
-        proc, out, failed = launch(
-            tmp_path, "rerun", args, kernel_env(**{BLOB_ENV: restarted.connection_string}), repetitions=1
-        )
+        proc, out, failed = launch(tmp_path, "rerun", task(1), kernel_env(**{BLOB_ENV: restarted.connection_string}))
         log, _ = proc.communicate(timeout=90)
         assert proc.returncode == 0, log[-3000:]
         assert out.exists() and not failed.exists()

@@ -7,12 +7,13 @@ import sys
 import pytest
 
 from movebench import config as cc
-from movebench import dragonrun
-from movebench.kv import FAMILY, KEY_BYTES, aggregate, keys_per_client, make_keys, make_values, mismatches
+from movebench import dragonrun, families, launch
+from movebench.families.kv import FAMILY, keys_per_client
+from movebench.families.kv.kernel import KEY_BYTES, aggregate, make_keys, make_values, mismatches
 
 
 def base(**kv):
-    return {"campaign": {"name": "t"}, "shuffle": {"enabled": False}, "kv": {"value_sizes": ["1KiB"], **kv}}
+    return {"campaign": {"name": "t"}, "kv": {"value_sizes": ["1KiB"], **kv}}
 
 
 def test_keys_per_client_follows_gups_ddict_or_the_explicit_count():
@@ -44,17 +45,27 @@ def test_keys_are_128_bytes_and_values_differ_per_key():
 
 def test_grid_and_launch_command():
     config = cc.validate(base(operations=["put", "frozen_get"], value_sizes=["1KiB", "4KiB"], clients_per_node=[2, 3]))
-    points = cc.grid(config)["kv"]
+    grid = cc.grid(config)
+    points = grid["kv"]
     assert len(points) == 2 * 2 * 2
-    assert FAMILY.ranks(points[0]) == 2 and FAMILY.nodes(points[0]) == 1
-    args = FAMILY.kernel_args(points[0], config["kv"], config["campaign"])
-    python = [sys.executable, "-m", "movebench.kv", *args, "--out", "r.jsonl", "--meta", "m.json"]
-    cmd = FAMILY.launch_command(python, 1)
+    assert FAMILY.placement(points[0]) == (2, 1)
+    task = cc.tasks(config, grid)["kv"][families.point_path(points[0])]
+    assert task["settings"]["keys_per_client"] == keys_per_client(config["kv"], 1, 2, 1024)
+    kernel_task = {**task, "out": "r.jsonl", "meta": "m.json"}
+    cmd = launch.kernel_command(kernel_task, "task.json")
+    python = [sys.executable, "-m", "movebench.families.kv.kernel", "task.json"]
     dragon_at = cmd.index("--") + 1
     assert cmd[:3] == [sys.executable, "-m", "movebench.dragonrun"] and "--meta" in cmd[:dragon_at]
     assert cmd[dragon_at].endswith("dragon") and cmd[dragon_at + 1] == "-s" and cmd[dragon_at + 2:] == python
     assert any(a.startswith("DRAGON_DEFAULT_SEG_SZ=") for a in cmd[:dragon_at])
-    assert FAMILY.launch_command(python, 4)[dragon_at + 1:dragon_at + 3] == ["-N", "4"]
+    assert "transport" not in task["settings"]  # one node: no transport between nodes, no rerun when it changes
+    four = {**kernel_task, "point": {**task["point"], "nodes": 4}, "settings": {**task["settings"], "transport": "tcp"}}
+    cmd = launch.kernel_command(four, "task.json")
+    dragon_at = cmd.index("--") + 1
+    assert cmd[dragon_at + 1:dragon_at + 5] == ["-t", "tcp", "-N", "4"]
+    assert cmd[cmd.index("--nodes") + 1] == "4"  # dragonrun sweeps the 4 nodes after the run
+    four["settings"]["transport"] = None  # Dragon's own choice: its dragon-config files, else TCP
+    assert launch.kernel_command(four, "task.json")[dragon_at + 1:dragon_at + 3] == ["-N", "4"]
 
 
 @pytest.mark.parametrize(
@@ -70,7 +81,6 @@ def test_grid_and_launch_command():
          "mem_frac x total_mem leaves no key"),
         ({"managers_per_node": [8], "total_mem": "16MiB"}, "kv.total_mem", "'16MiB'", "a DDict manager needs at least"),
         ({"clients_per_node": [1000]}, "kv.clients_per_node", "1000", "at most"),
-        ({"total_mem": "1TiB", "keys_per_client": 1}, "kv.total_mem", "'1TiB'", "/dev/shm has"),
         ({"operations": ["scan"]}, "kv.operations[0]", "'scan'", "must be one of put, batch_put, get, frozen_get"),
         ({"mem_frac": 0.9}, "kv.mem_frac", "0.9", "must be <= 0.75"),
     ],
@@ -82,6 +92,17 @@ def test_bad_input_is_refused_before_launch(kv, path, value, hint):
     line = next((ln for ln in message.splitlines() if ln.strip().startswith(path + " ")), None)
     assert line is not None, message
     assert f"{path} = {value}" in line and hint in line, message
+
+
+def test_a_dev_shm_too_small_for_the_pools_is_refused_before_any_job():
+    """Admission (the Snakefile's onstart) checks /dev/shm here; dragonrun checks it again at launch."""
+    from movebench import admission
+
+    config = cc.validate(base(total_mem="1TiB", keys_per_client=1, operations=["put"], value_sizes=["1KiB"]))
+    lines = admission.problems(config, cc.grid(config), admission.local_capacity())
+    shm = [line for line in lines if line.startswith("/dev/shm: its largest point (kv operation~put")]
+    assert len(shm) == 1 and "needs for its DDict pools and Dragon's segments" in shm[0], lines
+    assert "but the filesystem of /dev/shm has" in shm[0]
 
 
 def test_segment_names_of_the_run_and_only_those():

@@ -7,7 +7,6 @@ their environment, and /dev/shm is compared before and after.
 
 import json
 import os
-import shlex
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, make_task
 from movebench.core.records import read_jsonl
 from movebench.dragonrun import named_pids
 
@@ -44,22 +43,20 @@ def dragon_segments() -> set[str]:
             and not any(Path(f"/proc/{pid}").exists() for pid in named_pids(n))}
 
 
-def launch_point(tmp_path, operation, extra_args=(), timeout=120):
+def launch_point(tmp_path, operation, timeout=120, **extra_settings):
     """python -m movebench.launch for one kv point; returns (returncode, records, meta, failure, seconds)."""
     marker = f"MOVEBENCH_TEST_RUN={uuid.uuid4().hex}"
-    point = f"operation~{operation}/nodes~1/clients_per_node~2/managers_per_node~1/value_size~{VALUE}"
-    kernel = ["--operation", operation, "--nodes", "1", "--clients-per-node", "2", "--managers-per-node", "1",
-              "--value-size", str(VALUE), "--keys-per-client", str(KEYS), "--total-mem", str(32 * 2**20),
-              *extra_args]
+    point = {"operation": operation, "nodes": 1, "clients_per_node": 2, "managers_per_node": 1, "value_size": VALUE}
+    settings = {"streams_per_manager": 5, "total_mem": 32 * 2**20, "iterations": 1, "keys_per_client": KEYS,
+                **extra_settings}
+    task = make_task("kv", point, settings, repetitions=3, warmups=1)
     out, meta, failed = tmp_path / "r.jsonl", tmp_path / "m.json", tmp_path / "failed.json"
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), **dict([marker.split("=")]))
     before = dragon_segments()
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "movebench.launch", "--family", "kv", "--point", point,
-                           "--ranks", "2", "--timeout", str(timeout), "--repetitions", "3", "--warmups", "1",
-                           "--kernel-args", shlex.join(kernel), "--out", str(out), "--meta", str(meta),
-                           "--failed", str(failed)], capture_output=True, text=True, env=env, cwd=tmp_path,
-                          timeout=timeout + 60)
+    proc = subprocess.run([sys.executable, "-m", "movebench.launch", "--task", json.dumps(task),
+                           "--timeout", str(timeout), "--out", str(out), "--meta", str(meta), "--failed", str(failed)],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=timeout + 60)
     seconds = time.monotonic() - started
     assert marked_processes(marker.split("=")[1]) == [], "processes of the run are still alive"
     assert dragon_segments() - before == set(), "the run left /dev/shm segments"
@@ -88,10 +85,16 @@ def test_every_operation_round_trips_its_values(tmp_path, operation):
     assert 0 < launch["runtime_startup_s"] < launch["wall_s"] and 0 < launch["runtime_teardown_s"] < launch["wall_s"]
     assert meta["ddict_create_s"] > 0 and meta["ddict_destroy_s"] > 0
     assert meta["packages"]["dragonhpc"]
+    # the fingerprint keeps Dragon's tuning knobs, not the descriptors and ids it exports anew every run
+    fingerprint = meta["fingerprint"]
+    assert fingerprint["packages"]["dragonhpc"] and fingerprint["mpi_library"] is None
+    per_run = {"DRAGON_INF_PD", "DRAGON_MY_PUID", "DRAGON_RT_UID"}
+    assert per_run <= set(meta["environment"]) and not per_run & set(fingerprint["env"])
+    assert fingerprint["env"]["DRAGON_DEFAULT_SEG_SZ"] == meta["environment"]["DRAGON_DEFAULT_SEG_SZ"]
 
 
 def test_a_client_that_raises_fails_the_point_and_leaves_nothing(tmp_path):
-    proc, recs, _, failure, seconds = launch_point(tmp_path, "get", ["--inject-fault", "1"], timeout=90)
+    proc, recs, _, failure, seconds = launch_point(tmp_path, "get", timeout=90, fault_round=1)
     assert proc.returncode != 0 and recs == []
     assert failure["ok"] is False and "kernel exited with status" in failure["error"]
     assert any("fault injected in client 0, round 1" in line for line in failure["log_tail"]), failure["log_tail"]

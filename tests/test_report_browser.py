@@ -41,7 +41,10 @@ def test_console_errors_are_caught_by_this_check(chromium, tmp_path):
 
 
 def test_report_opens_without_console_messages(chromium, tmp_path):
-    (tmp_path / "config.yaml").write_text(json.dumps(TINY))
+    # with calibration points, so that the page shows upper bounds, % of bound and the findings they give
+    config = {**TINY, "calibration": {"probes": ["memcpy"], "ranks": [2], "memcpy_sizes": ["4KiB"],
+                                      "repetition_time": 0.01}}
+    (tmp_path / "config.yaml").write_text(json.dumps(config))
     snakemake(tmp_path)
     report = tmp_path / "results" / "report.html"
     kept = ROOT / "results" / "report-screenshot.png"

@@ -4,25 +4,25 @@ import json
 
 import pytest
 
-from conftest import mpirun
-from movebench.core.records import read_jsonl
-from movebench.shuffle import stream_bytes
+from conftest import make_task, mpirun, run_kernel
+from movebench.families.shuffle.kernel import stream_bytes
 
 pytestmark = pytest.mark.mpi
 
 
-def run_kernel(tmp_path, ranks, *args):
-    out, meta = tmp_path / "r.jsonl", tmp_path / "m.json"
-    mpirun(ranks, "-m", "movebench.shuffle", *args, "--repetitions", 3, "--warmups", 1, "--out", out,
-           "--meta", meta)
-    return read_jsonl(out), json.loads(meta.read_text())
+def run_point(tmp_path, ranks, pattern, size, window, check=True, **settings):
+    point = {"pattern": pattern, "nodes": 1, "ranks": ranks, "message_size": size, "window": window}
+    if pattern == "shuffle":
+        point["skew"] = settings.pop("skew")
+    settings = {"iterations": 5, "repetition_time": 0.5, **settings}
+    proc, recs, meta = run_kernel(make_task("shuffle", point, settings), tmp_path, check=check)
+    return (recs, meta) if check else proc
 
 
 @pytest.mark.parametrize("ranks, pattern", [(2, "uni"), (2, "bidi"), (4, "uni"), (4, "bidi"), (2, "alltoall"),
                                             (4, "alltoall")])
 def test_streaming_patterns(tmp_path, ranks, pattern):
-    recs, meta = run_kernel(tmp_path, ranks, "--pattern", pattern, "--message-size", 4096, "--window", 4,
-                            "--iterations", 5)
+    recs, meta = run_point(tmp_path, ranks, pattern, 4096, 4)
     assert [r["warmup"] for r in recs] == [True, False, False, False]
     assert [r["rep"] for r in recs] == [0, 0, 1, 2]
     for r in recs:
@@ -34,8 +34,7 @@ def test_streaming_patterns(tmp_path, ranks, pattern):
 
 
 def test_calibrated_iterations_are_recorded(tmp_path):
-    recs, _ = run_kernel(tmp_path, 2, "--pattern", "bidi", "--message-size", 65536, "--window", 8,
-                         "--iterations", 0, "--repetition-time", 0.05)
+    recs, _ = run_point(tmp_path, 2, "bidi", 65536, 8, iterations="auto", repetition_time=0.05)
     iterations = {r["iterations"] for r in recs}
     assert len(iterations) == 1 and iterations.pop() >= 1
     assert all(0.005 < r["elapsed_s"] < 5.0 for r in recs)  # loose: a loaded machine stretches it
@@ -44,8 +43,8 @@ def test_calibrated_iterations_are_recorded(tmp_path):
 @pytest.mark.parametrize("ranks", [2, 4])
 @pytest.mark.parametrize("skew", [0.0, 1.2])
 def test_data_dependent_shuffle_verifies(tmp_path, ranks, skew):
-    recs, _ = run_kernel(tmp_path, ranks, "--pattern", "shuffle", "--message-size", 2048, "--window", 3,
-                         "--tuples-per-rank", 4000, "--tuple-size", 32, "--skew", skew)
+    recs, _ = run_point(tmp_path, ranks, "shuffle", 2048, 3, tuples_per_rank=4000, tuple_size=32, seed=12345,
+                        skew=skew)
     for r in recs:
         assert r["ok"] and r["verified"] and r["error"] is None
         # about (n-1)/n of every rank's tuples cross to another rank
@@ -67,6 +66,13 @@ def test_misrouted_or_corrupted_tuples_fail_verification():
 
 
 def test_odd_ranks_refused_for_paired_patterns(tmp_path):
-    proc = mpirun(3, "-m", "movebench.shuffle", "--pattern", "uni", "--message-size", 64, "--out",
-                  tmp_path / "r.jsonl", check=False)
+    proc = run_point(tmp_path, 3, "uni", 64, 4, check=False)
     assert proc.returncode != 0 and "needs an even number of ranks" in proc.stderr
+
+
+def test_the_point_is_the_records_identity_verbatim(tmp_path):
+    recs, meta = run_point(tmp_path, 2, "uni", 1000, 2)
+    point = {"pattern": "uni", "nodes": 1, "ranks": 2, "message_size": 1000, "window": 2}
+    assert all({k: r[k] for k in point} == point for r in recs)
+    assert list(recs[0])[:7] == ["family", "variant", *point]  # in the point's own order
+    assert meta["point"] == point and meta["settings"]["iterations"] == 5

@@ -112,14 +112,20 @@ def test_every_point_is_one_slurm_job_that_completed(campaign):
         assert job["time_limit"] == "2:00"  # campaign.timeout 60 s -> 1 min + 1
 
 
-def test_a_two_node_point_has_its_ranks_on_n1_and_n2(campaign):
+def test_a_two_node_point_has_its_ranks_on_n1_and_n2(campaign, slurm_cluster):
     for point, meta in metas(campaign["dir"]).items():
         assert meta["ranks"] == 2 and len(meta["rank_nodes"]) == 2
+        transport = meta["transport"]
         if "/nodes~2/" in point:
-            assert meta["rank_nodes"] == ["n1", "n2"], (point, meta["rank_nodes"])
+            assert meta["rank_nodes"] == meta["hostnames"] == ["n1", "n2"], (point, meta["rank_nodes"])
+            assert meta["rank_addrs"] == [slurm_cluster.node_addr("n1"), slurm_cluster.node_addr("n2")]
             assert meta["command"].startswith("srun --mpi=pmi2 -N 2 -n 2 ")
+            # UCX's own report of the lanes it chose: TCP on eth0 between the hosts
+            assert transport["netmod"] == "ucx" and transport["ucx"]["inter-node"] == ["tcp/eth0"], transport
+            assert sorted(transport["ucx_by_host"]) == ["n1", "n2"]
         else:
             assert len(set(meta["rank_nodes"])) == 1 and meta["rank_nodes"][0] in ("n1", "n2"), point
+            assert "inter-node" not in transport["ucx"], transport  # one host: no peer on another
 
 
 def test_records_tables_and_report_come_back(campaign):
@@ -134,6 +140,8 @@ def test_records_tables_and_report_come_back(campaign):
     assert sorted(summary["nodes"].unique()) == [1, 2] and set(summary["pattern"]) == {"uni", "alltoall"}
     html = (results / "report.html").read_text()
     assert 'id="partial"' not in html and "alltoall" in html
+    # the same pattern and ranks on 1 and 2 nodes, side by side, with the ratio
+    assert "Intra- vs inter-node" in html and "2 nodes / 1 node" in html
     assert not (results / "failed").exists()
 
 
@@ -204,7 +212,7 @@ def test_a_cancelled_job_is_a_failed_point_and_a_rerun_completes_it(slurm_cluste
     failure = json.loads((tmp_path / "results" / "failed" / "shuffle" / f"{point}.json").read_text())
     assert failure["nodes"] == 2 and "SIGTERM" in failure["error"]
     assert not (tmp_path / "results" / "raw" / "shuffle" / f"{point}.jsonl").exists()
-    html = (tmp_path / "results" / "report.html").read_text()
+    html = (tmp_path / "results" / "report.partial.html").read_text()
     assert 'id="partial"' in html and "SIGTERM" in html
     print(f"\nsnakemake exited {took:.1f} s after scancel")
 
@@ -216,6 +224,7 @@ def test_a_cancelled_job_is_a_failed_point_and_a_rerun_completes_it(slurm_cluste
     assert len(read_jsonl(tmp_path / "results" / "raw" / "shuffle" / f"{point}.jsonl")) == 4
     assert not list((tmp_path / "results" / "failed").rglob("*.json"))
     assert 'id="partial"' not in (tmp_path / "results" / "report.html").read_text()
+    assert not (tmp_path / "results" / "report.partial.html").exists()
     print(f"rerun of the cancelled point: {took:.1f} s")
 
 
@@ -257,7 +266,7 @@ KV_ONE_NODE = {
 
 @pytest.mark.dragon
 def test_a_one_node_dragon_point_runs_in_its_allocation_without_an_srun_around_it(slurm_cluster, tmp_path):
-    # Multi-node Dragon cannot run on this one-host cluster (docs/slurm.md says why); one node can.
+    # One node through the profile; Dragon across two nodes: tests/test_netns_cluster.py.
     pytest.importorskip("dragon")
     write_config(tmp_path, KV_ONE_NODE)
     proc, took = run_snakemake(tmp_path, slurm_client_env(slurm_cluster))

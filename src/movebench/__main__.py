@@ -2,4 +2,7 @@ import sys
 
 from movebench.cli import main
 
-sys.exit(main())
+try:
+    sys.exit(main())
+except KeyboardInterrupt:
+    sys.exit("movebench: interrupted")

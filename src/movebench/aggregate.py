@@ -1,20 +1,24 @@
-"""Records -> tables: every record of a family, and a summary per point.
+"""Records -> tables: every record of a family, a summary per point and measure, and one row per point.
 
-Warm-ups stay in the records table (flagged) and out of the summary. Each row
-names its `point` (the parameter path) and `source` (the raw file it came from),
-so every number in the report leads back to its records and the run's meta.
+Warm-ups stay in the records table (flagged) and out of the summary. Each row names its `point`
+(the parameter path) and `source` (the raw file it came from), so every number in the report leads
+back to its records. The points table has one row per point of the grid: its status (ok, failed,
+missing), its failure (error, log tail) and its meta flattened (hosts, MPI library and thread
+level, package versions, commit, config hash, fingerprint), so that the report reads tables only.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
 
-from movebench import family as families
+from movebench import families
 from movebench.core import records, stats
 
-SUMMARY_MEASURES = ("bandwidth_Bps", "elapsed_s")
+#: Meta entries that are per-client or per-manager detail: left in the raw meta, not flattened.
+BULKY_META = ("clients", "ddict_stats", "environment", "task", "point")
 
 
 def point_of(path: Path, family: str) -> str:
@@ -33,17 +37,19 @@ def load(family: str, paths) -> pd.DataFrame:
             frame["source"] = str(path)
             frames.append(frame)
     if not frames:
-        return pd.DataFrame(columns=["family", "variant", "point", "rep", "warmup", "ok", *SUMMARY_MEASURES])
+        return pd.DataFrame(columns=["family", "variant", "point", "rep", "warmup", "ok", "bandwidth_Bps",
+                                     "elapsed_s"])
     table = pd.concat(frames, ignore_index=True)
     table["warmup"] = table["warmup"].astype(bool)
     table["ok"] = table["ok"].astype(bool)
-    return families.load(family).derive(table)
+    derive = getattr(families.report_module(family), "derive", None)
+    return derive(table) if derive else table
 
 
 def summarize(family: str, table: pd.DataFrame) -> pd.DataFrame:
     """One row per point and measure: n, median, mean, std, min, max, p5, p95, 95% CI of the median."""
     fam = families.load(family)
-    measures = [m for m in (*SUMMARY_MEASURES, *fam.summary_measures) if m in table.columns]
+    measures = [m.name for m in fam.measures if m.summarize and m.name in table.columns]
     counted = table[~table["warmup"] & table["ok"]]
     rows = []
     for point, group in counted.groupby("point", sort=True):
@@ -54,22 +60,69 @@ def summarize(family: str, table: pd.DataFrame) -> pd.DataFrame:
             values = pd.to_numeric(group[measure], errors="coerce").dropna()
             if values.empty:
                 continue
-            rows.append({**ident, "measure": measure, **stats.summarize(values.tolist())})
+            unit = fam.measure[measure]
+            rows.append({**ident, "measure": measure, "unit": unit.unit, "better": unit.better,
+                         **stats.summarize(values.tolist())})
     return pd.DataFrame(rows)
 
 
-def write_tables(family: str, paths, output) -> None:
+def flatten_meta(meta: dict) -> dict:
+    """One level of a point's meta: nested dicts as `a.b`, lists as JSON text, bulky detail left out."""
+    flat = {}
+    for key, value in meta.items():
+        if key in BULKY_META:
+            continue
+        if isinstance(value, dict):
+            for sub, inner in value.items():
+                flat[f"{key}.{sub}"] = json.dumps(inner) if isinstance(inner, (list, dict)) else inner
+        elif isinstance(value, list):
+            flat[key] = json.dumps(value)
+        else:
+            flat[key] = value
+    return flat
+
+
+def points_table(family: str, points: list[dict], raw: Path, failed: Path) -> pd.DataFrame:
+    """One row per point of the grid: status, failure, records file and flattened meta."""
+    fam = families.load(family)
+    rows = []
+    for point in points:
+        path = families.point_path(point)
+        row = {"family": family, "variant": point[fam.variant], "point": path, **point, "status": "missing",
+               "records": f"raw/{family}/{path}.jsonl"}
+        records_file, meta_file, failure_file = (raw / family / f"{path}.jsonl", raw / family / f"{path}.meta.json",
+                                                 failed / family / f"{path}.json")
+        if records_file.exists():
+            row["status"] = "ok"
+            if meta_file.exists():
+                row.update(flatten_meta(json.loads(meta_file.read_text())))
+        elif failure_file.exists():
+            failure = json.loads(failure_file.read_text())
+            row.update(status="failed", error=failure.get("error"), returncode=failure.get("returncode"),
+                       log_tail="\n".join(failure.get("log_tail") or []), failure_file=str(failure_file))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def write_tables(family: str, paths, output, grid_points: list[dict], raw, failed) -> None:
     table = load(family, paths)
     summary = summarize(family, table)
-    for path in (output.records, output.parquet, output.summary):
+    points = points_table(family, grid_points, Path(raw), Path(failed))
+    for path in (output.records, output.parquet, output.summary, output.points):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     _atomic(output.records, lambda p: table.to_csv(p, index=False))
     _atomic(output.parquet, lambda p: table.to_parquet(p, index=False))
     _atomic(output.summary, lambda p: summary.to_csv(p, index=False))
-    print(f"{family}: {len(table)} records, {summary['point'].nunique() if len(summary) else 0} points")
+    _atomic(output.points, lambda p: points.to_csv(p, index=False))
+    print(f"{family}: {len(table)} records, {summary['point'].nunique() if len(summary) else 0} points summarised, "
+          f"{len(points)} in the grid ({(points['status'] == 'ok').sum() if len(points) else 0} ok)")
 
 
 def _atomic(path, write) -> None:
     tmp = Path(path).with_name(f".{Path(path).name}.tmp")
-    write(tmp)
-    tmp.replace(path)
+    try:
+        write(tmp)
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a full disk leaves no half table behind
+        raise

@@ -1,17 +1,16 @@
 """`python -m movebench`: run a campaign, preview it, and measure how much of it is benchmark.
 
-`run` is what `make run` calls: it starts the services the config needs, runs
-Snakemake with a profile, stops the services whatever happens, and prints where
-the report is. Everything it does is also doable by hand with `snakemake
---profile local` (see the README).
+`run` is what `make run` calls: `snakemake --profile local` (and any argument it does not know,
+passed on to snakemake), then where the report is. It adds nothing plain snakemake lacks: the
+workflow itself starts and stops the services a campaign needs.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -19,49 +18,71 @@ from pathlib import Path
 
 import yaml
 
-from movebench import cluster
+from movebench import cluster, families, verdict_commands
 from movebench import config as campaign_config
-from movebench import family as families
 
 ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_CONFIG = "config/config.yaml"
 
 
 def _load(config_path) -> dict:
     try:
-        return campaign_config.validate(campaign_config.load(config_path))
+        return campaign_config.validate(campaign_config.load(config_path or DEFAULT_CONFIG))
+    except campaign_config.ConfigFileError as error:
+        sys.exit(f"movebench: {error}")
     except campaign_config.ConfigError as error:
         sys.exit(error.message())
 
 
-@contextlib.contextmanager
-def services(config: dict):
-    """Start what the enabled families need (e.g. Azurite for blob) for the whole run."""
-    stack = contextlib.ExitStack()
-    with stack:
-        for name in campaign_config.enabled_families(config):
-            hook = getattr(families.load(name), "services", None)
-            if hook is not None:
-                stack.enter_context(hook(config[name], config["campaign"]))
-        yield
+def _snakemake(cmd: list[str]) -> int:
+    """Run snakemake and wait for it, however the user interrupts.
+
+    Ctrl-C reaches snakemake itself (it is in this process group): it stops its jobs, writes the
+    partial report and releases its lock. This process only waits for that; killing snakemake
+    here instead would leave the lock behind ("Directory cannot be locked" on the next run).
+    SIGTERM and SIGHUP, sent to this process alone, are passed on.
+    """
+    proc = subprocess.Popen(cmd, cwd=ROOT)
+
+    def forward(signum, frame):
+        if proc.poll() is None:
+            proc.send_signal(signum)
+
+    handlers = {signal.SIGINT: signal.SIG_IGN, signal.SIGTERM: forward, signal.SIGHUP: forward}
+    previous = {sig: signal.signal(sig, handler) for sig, handler in handlers.items()}
+    try:
+        return proc.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
-def run(args) -> int:
-    config = _load(args.configfile)
-    results = Path(config["campaign"]["results_dir"])
-    cmd = [sys.executable, "-m", "snakemake", "--profile", args.profile, "--configfile", args.configfile,
-           *args.snakemake_args]
+def run(args, snakemake_args: list[str]) -> int:
+    """`snakemake --profile PROFILE [--configfile F] ARGS...` from the repository, then where the report is."""
+    config_file = Path(args.configfile).resolve() if args.configfile else ROOT / DEFAULT_CONFIG
+    try:
+        # Snakemake reads the file before any workflow code and says only "not valid JSON or YAML":
+        # the file's own problems are told here, with the line.
+        campaign = campaign_config.load(config_file)
+    except campaign_config.ConfigFileError as error:
+        sys.exit(f"movebench: {error}")
+    cmd = [sys.executable, "-m", "snakemake", "--profile", args.profile]
+    if args.configfile:
+        # One value (=): snakemake's --configfile takes several, and would take a target that follows as a file.
+        cmd += [f"--configfile={config_file}"]
+    cmd += snakemake_args
     started = time.time()
-    with services(config):
-        print("movebench: " + " ".join(cmd), flush=True)
-        rc = subprocess.call(cmd, cwd=ROOT)
-    ended = time.time()
-    results.mkdir(parents=True, exist_ok=True)
-    (results / "campaign_run.json").write_text(json.dumps(
-        {"start": started, "end": ended, "wall_s": ended - started, "returncode": rc, "command": cmd}, indent=2))
-    report = (ROOT / results / "report.html").resolve()
-    if report.exists():
-        print(f"movebench: report at {report}" + ("" if rc == 0 else " (partial: some points failed)"))
-    print(f"movebench: campaign took {ended - started:.0f} s, snakemake exit status {rc}")
+    print("movebench: " + " ".join(cmd), flush=True)
+    rc = _snakemake(cmd)
+    try:
+        results = ROOT / campaign["campaign"]["results_dir"]
+    except (KeyError, TypeError):
+        return rc
+    for name, note in (("report.html", ""), ("report.partial.html", " (partial: some points failed or did not run)")):
+        report = (results / name).resolve()
+        if report.exists() and report.stat().st_mtime >= started:
+            print(f"movebench: report at {report}{note}")
+    print(f"movebench: snakemake took {time.time() - started:.0f} s, exit status {rc}")
     return rc
 
 
@@ -146,12 +167,16 @@ def efficiency(args) -> int:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m movebench", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--configfile", default=os.environ.get("MOVEBENCH_CONFIG", "config/config.yaml"))
+    parser = argparse.ArgumentParser(prog="python -m movebench", description=__doc__.split("\n\n")[0],
+                                     allow_abbrev=False)
+    parser.add_argument("--configfile", default=os.environ.get("MOVEBENCH_CONFIG"),
+                        help=f"the campaign (default: the profile's, {DEFAULT_CONFIG})")
     sub = parser.add_subparsers(dest="command", required=True)
-    p_run = sub.add_parser("run", help="start services, run the campaign with snakemake, stop services")
+    p_run = sub.add_parser("run", help="snakemake --profile local (arguments it does not know go to snakemake)",
+                           allow_abbrev=False,
+                           description="Runs `snakemake --profile PROFILE` from the repository; every argument "
+                           "not listed here goes to snakemake: -n, --unlock, targets, --cores ...")
     p_run.add_argument("--profile", default="local", help="snakemake profile: local or slurm")
-    p_run.add_argument("snakemake_args", nargs=argparse.REMAINDER, help="passed on to snakemake")
     p_plan = sub.add_parser("plan", help="Slurm jobs, nodes and node-hours the campaign asks for, before anything runs")
     p_plan.add_argument("--profile", default="slurm", help="the Slurm profile whose settings size the jobs")
     p_plan.add_argument("--group-components", nargs="+", default=[], metavar="FAMILY=N",
@@ -159,12 +184,18 @@ def main(argv=None) -> int:
     p_plan.add_argument("--resources", nargs="+", default=[], metavar="NAME=N",
                         help="as snakemake's global --resources (nodes, benchmark_slots): how grouped points share")
     sub.add_parser("efficiency", help="share of the last run's wall time inside timed regions")
-    args = parser.parse_args(argv)
-    return {"run": run, "plan": plan, "efficiency": efficiency}[args.command](args)
+    verdict_handlers = verdict_commands.add_parsers(sub)
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "run":
+        return run(args, rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    return {"plan": plan, "efficiency": efficiency, **verdict_handlers}[args.command](args)
 
 
 if __name__ == "__main__":
-    with contextlib.suppress(KeyboardInterrupt):
+    try:
         sys.exit(main())
-    sys.exit(130)
+    except KeyboardInterrupt:
+        sys.exit("movebench: interrupted")
 

@@ -38,20 +38,6 @@ def runtime_minutes(campaign: dict) -> int:
     return max(1, math.ceil(campaign["timeout"] / 60) + 1)
 
 
-def slurm_tasks(fam, point: dict) -> int:
-    """The `tasks` resource of a point's job (sbatch --ntasks).
-
-    MPI families: one task per rank. Other launchers (Dragon) start their own processes, one srun
-    task per node for Dragon's back end, so the job needs its nodes and not a task per client; but
-    the executor refuses a job that has the `mpi` resource (which keeps it from wrapping the point in
-    `srun -n 1`) with a single task, hence at least 2. With `--exclusive` (profiles/slurm) the job
-    has the whole nodes whatever the count.
-    """
-    if fam.launcher == "mpi":
-        return fam.ranks(point)
-    return max(2, fam.nodes(point))
-
-
 # --------------------------------------------------------------------------- plan
 
 
@@ -120,7 +106,7 @@ def plan_jobs(
         for start in range(0, len(points), per_job):
             chunk = points[start : start + per_job]
             todo = [p for p in chunk if not done(name, p)]
-            sized = [(fam.nodes(p), runtime) for p in (todo or chunk)]
+            sized = [(fam.placement(p)[1], runtime) for p in (todo or chunk)]
             nodes, minutes = _layers(sized, resources.get("nodes"), resources.get("benchmark_slots"))
             jobs.append(PlannedJob(name, len(chunk), nodes, minutes, len(todo)))
     return jobs
@@ -316,6 +302,48 @@ def preflight_message(problems: list[str]) -> str:
         f"movebench: the Slurm cluster cannot run this campaign as configured ({len(problems)} {noun}); "
         "nothing was submitted:\n" + "\n".join(f"  - {p}" for p in problems)
     )
+
+
+def _mebibytes(text: str | None) -> int | None:
+    """Slurm's memory fields are MiB ("RealMemory=64000", "MaxMemPerNode=UNLIMITED")."""
+    try:
+        return int(str(text).rstrip("M")) * 2**20
+    except ValueError:
+        return None
+
+
+def partition_capacity(partition: str | None, run=_run):
+    """A node of `partition` (the default one when None) as admission sees it, or None when Slurm cannot tell.
+
+    Memory: the smallest RealMemory of the partition's nodes (`scontrol show node -o`), capped by the
+    partition's MaxMemPerNode; cores: the smallest CPUTot. A point's job asks for its own memory with
+    mem_mb; this is the most any job of the partition can get on one node.
+    """
+    from movebench.admission import Capacity
+
+    parts_proc = run(["scontrol", "show", "partition", "-o"])
+    nodes_proc = run(["scontrol", "show", "node", "-o"])
+    if parts_proc.returncode != 0 or nodes_proc.returncode != 0:
+        return None
+    parts = partitions(parts_proc.stdout)
+    name = partition or next((n for n, p in parts.items() if p.get("Default") == "YES"), None)
+    if name not in parts:
+        return None
+    memories, cores = [], []
+    for line in nodes_proc.stdout.splitlines():
+        fields = dict(tok.split("=", 1) for tok in line.split() if "=" in tok)
+        if name in fields.get("Partitions", "").split(","):
+            if _mebibytes(fields.get("RealMemory")):
+                memories.append(_mebibytes(fields["RealMemory"]))
+            if fields.get("CPUTot", "").isdigit():
+                cores.append(int(fields["CPUTot"]))
+    memory = min(memories) if memories else None
+    cap = _mebibytes(parts[name].get("MaxMemPerNode"))
+    source = "RealMemory"
+    if cap is not None and (memory is None or cap < memory):
+        memory, source = cap, "MaxMemPerNode"
+    return Capacity(where=f"Slurm partition {name}", memory_bytes=memory, memory_source=source,
+                    cores=min(cores) if cores else None, max_nodes=None, local_storage=False)
 
 
 # --------------------------------------------------------------------------- inside a job

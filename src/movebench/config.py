@@ -1,21 +1,39 @@
-"""The campaign config: schema validation with defaults, family checks, the grid.
+"""The campaign config: the file, schema validation with defaults, family checks, the grid.
 
 Everything that can be wrong with a config is found here, before any job exists,
 and reported as one message with a line per problem:
-`<key path> = <bad value>: <what would be valid>`.
+`<key path> = <bad value>: <what would be valid>`. A file that is not a campaign at all
+(missing, not YAML, empty, not a mapping, a key given twice) is one line naming the file
+and, for YAML, the line (`load`).
 """
 
 from __future__ import annotations
 
 import copy
+import itertools
+import math
+import sys
 from pathlib import Path
 
 import jsonschema
 import yaml
 
-from movebench import family as families
+from movebench import families
 
 CAMPAIGN = "campaign"
+# Keys every family section has besides its own; the engine applies them (campaign values as defaults).
+ENGINE_KEYS = {
+    "enabled": {"type": "boolean", "default": True, "description": "Run this family's points."},
+    "repetitions": {"type": "integer", "minimum": 1,
+                    "description": "Measured repetitions per point; campaign.repetitions when absent."},
+    "warmups": {"type": "integer", "minimum": 0,
+                "description": "Warm-up repetitions per point (flagged, left out of statistics); "
+                               "campaign.warmups when absent."},
+}
+
+
+class ConfigFileError(Exception):
+    """A config file that is not a campaign: one line naming the file (and the line, for YAML)."""
 
 
 class ConfigError(Exception):
@@ -31,7 +49,15 @@ class ConfigError(Exception):
         return f"invalid movebench config ({len(lines)} {noun}):\n" + "\n".join(lines)
 
 
+class Verbatim(str):
+    """A problem's value shown as it is, without quotes (e.g. a count that stands for the value)."""
+
+
 def _show(value) -> str:
+    if isinstance(value, Verbatim):
+        return str(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return {"nan": ".nan", "inf": ".inf", "-inf": "-.inf"}[repr(value)]  # as YAML spells them
     if isinstance(value, (dict, list)):
         text = yaml.safe_dump(value, default_flow_style=True, sort_keys=False).strip()
     else:
@@ -50,18 +76,18 @@ def schema_dir_default() -> Path:
     return Path(__file__).resolve().parents[2] / "workflow" / "schemas"
 
 
-def family_names(schema_dir: Path) -> list[str]:
-    return sorted(p.name.removesuffix(".schema.yaml") for p in (schema_dir / "families").glob("*.schema.yaml"))
+def family_schema(name: str) -> dict:
+    """A family's config block (its package's schema.yaml) with the keys every family has."""
+    block = yaml.safe_load((families.folder(name) / "schema.yaml").read_text())
+    block.setdefault("properties", {}).update(copy.deepcopy(ENGINE_KEYS))
+    return block
 
 
 def full_schema(schema_dir: Path) -> dict:
-    """The campaign schema with one property per family schema block."""
+    """The campaign schema with one property per family."""
     schema = yaml.safe_load((schema_dir / "config.schema.yaml").read_text())
-    for name in family_names(schema_dir):
-        block = yaml.safe_load((schema_dir / "families" / f"{name}.schema.yaml").read_text())
-        block.setdefault("properties", {})["enabled"] = {
-            "type": "boolean", "default": True, "description": "Run this family's points."}
-        schema["properties"][name] = block
+    for name in families.names():
+        schema["properties"][name] = family_schema(name)
     return schema
 
 
@@ -91,6 +117,8 @@ def _hint(error) -> str:
         return f"must be of type {s['type'] if isinstance(s['type'], str) else ' or '.join(s['type'])}"
     if v == "minItems":
         return "must not be empty" if s["minItems"] == 1 else f"needs at least {s['minItems']} items"
+    if v == "minLength":
+        return "must not be empty"
     if v == "minimum":
         return f"must be >= {s['minimum']}"
     if v == "exclusiveMinimum":
@@ -122,34 +150,288 @@ def _schema_problems(config: dict, schema: dict):
     return problems
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, but a key given twice in one mapping is an error (PyYAML keeps the last)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.setdefault(key, key_node.start_mark.line + 1)
+            except TypeError:  # an unhashable key: PyYAML's own error says so
+                break
+            if first != key_node.start_mark.line + 1:
+                raise ConfigFileError(f"line {key_node.start_mark.line + 1}: key {key!r} is given twice "
+                                      f"(first on line {first}); YAML would silently keep only the last one")
+        return super().construct_mapping(node, deep)
+
+
 def load(path) -> dict:
-    with open(path) as f:
-        return yaml.safe_load(f) or {}
+    """The campaign in a YAML (or JSON) file; ConfigFileError, one line, for a file that is not a campaign."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ConfigFileError(f"config file {path} not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigFileError(f"config file {path} cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except ConfigFileError as exc:
+        raise ConfigFileError(f"config file {path}, {exc}") from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        what = exc.problem or exc.context or "a syntax error"
+        if exc.context and exc.problem:
+            started = exc.context_mark
+            what += f" ({exc.context.removeprefix('while ')}" + (
+                f" that starts on line {started.line + 1})" if started and started.line != mark.line else ")")
+        raise ConfigFileError(f"config file {path}{where}: not valid YAML: {what}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigFileError(f"config file {path}: not valid YAML: {exc}") from None
+    if data is None:
+        raise ConfigFileError(f"config file {path} is empty: a campaign is a mapping with a `campaign:` section and "
+                              "one section per family to run, e.g. `campaign: {name: mine}` and `shuffle: {}`")
+    if not isinstance(data, dict):
+        raise ConfigFileError(f"config file {path}: the top level is {_kind(data)}, not a mapping: a campaign is "
+                              "`campaign:` and one section per family to run (config/config.yaml shows one)")
+    return data
 
 
-def validate(config: dict, schema_dir: Path | None = None) -> dict:
-    """The config with defaults filled in; raises ConfigError listing every problem."""
+def _kind(value) -> str:
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return f"the text {_show(value)}"
+    return f"the value {_show(value)}"
+
+
+def recheck_files(paths) -> None:
+    """What Snakemake's loader lets through in files it already read: a key given twice (PyYAML keeps the last)."""
+    for path in paths:
+        try:
+            if Path(path).suffix != ".json" and "__use_yte__" not in Path(path).read_text():
+                load(path)
+        except OSError:
+            continue
+
+
+def _renamed_problems(config: dict) -> list:
+    """Keys a family renamed: the old name gets its own line naming the new one (and is dropped here)."""
+    problems = []
+    for name in families.names():
+        section = config.get(name)
+        if not isinstance(section, dict):
+            continue
+        for old, hint in families.load(name).renamed.items():
+            if old in section:
+                problems.append((f"{name}.{old}", section.pop(old), hint))
+    return problems
+
+
+def constraint_problems(fam, section: dict) -> list:
+    """Axis values that leave out every point because no combination with them can run."""
+    runnable: dict[str, set] = {axis.name: set() for axis in fam.axes}
+    reasons: dict[tuple, str] = {}
+    for point in fam.combinations(section):
+        why = fam.constraint(point)
+        for key, value in point.items():
+            if why is None:
+                runnable[key].add(value)
+            else:
+                reasons.setdefault((key, value), why)
+    problems = []
+    for axis in fam.axes:
+        for value in dict.fromkeys(axis.expand(section[axis.key])):
+            if (axis.name, value) in reasons and value not in runnable[axis.name]:
+                problems.append((axis.key, value, reasons[(axis.name, value)]))
+    return problems
+
+
+def _non_finite_problems(value, parts=()) -> list:
+    """Every .nan / .inf in the config: YAML reads them as floats that every number check lets through."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return [(_path(parts), value, "must be a finite number (YAML's .nan and .inf are not)")]
+    if isinstance(value, dict):
+        return [p for key, sub in value.items() for p in _non_finite_problems(sub, (*parts, key))]
+    if isinstance(value, list):
+        return [p for i, sub in enumerate(value) for p in _non_finite_problems(sub, (*parts, i))]
+    return []
+
+
+def _section_problems(config: dict) -> list:
+    """A family section that is not a mapping (`shuffle:` with nothing after it is null)."""
+    problems = []
+    for name in families.names():
+        if name in config and not isinstance(config[name], dict):
+            problems.append((name, config[name], f"must be a mapping of {name}'s keys: `{name}: {{}}` runs it with "
+                             f"its defaults, `{name}: {{enabled: false}}` or no section leaves it out"))
+            del config[name]
+    return problems
+
+
+def results_dir_problems(campaign: dict) -> list:
+    """A results_dir that cannot hold a campaign's files: empty, the filesystem root, a file, braces."""
+    value = campaign.get("results_dir")
+    if not isinstance(value, str):
+        return []
+    key = "campaign.results_dir"
+    if not value.strip():
+        return [(key, value, "must name a folder, e.g. results")]
+    if value != value.strip() or "\n" in value:
+        return [(key, value, "must not start or end with spaces or hold a line break")]
+    if "{" in value or "}" in value:
+        return [(key, value, "must not contain { or }: Snakemake reads them as wildcards in output paths")]
+    path = Path(value).expanduser()
+    if path.resolve() == Path(path.resolve().anchor):
+        return [(key, value, "must not be the filesystem root: the campaign writes raw/, tables/, logs/ there")]
+    probe = path
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        what = "is" if probe == path else f"is inside {probe}, which is"
+        return [(key, value, f"{what} an existing file, not a folder")]
+    return []
+
+
+def _axis_values(fam, section) -> dict[str, list]:
+    return {axis.key: list(dict.fromkeys(axis.expand(section[axis.key]))) for axis in fam.axes}
+
+
+def count_points(fam, section: dict, limit: int) -> int:
+    """The family's combinations, counted up to limit + 1 (never built when there are more)."""
+    return sum(1 for _ in itertools.islice(fam.combinations(section), limit + 1))
+
+
+def _multiplying_keys(fam, section) -> str:
+    counts = {key: len(values) for key, values in _axis_values(fam, section).items()}
+    parts = []
+    for axis in fam.axes:
+        note = " (some points only)" if axis.conditional else ""
+        parts.append(f"{axis.key} {counts[axis.key]}{note}")
+    return " x ".join(parts)
+
+
+def grid_size_problems(config: dict, names) -> tuple[list, set]:
+    """Families whose grid has more points than campaign.max_points, and the total; counted before any list."""
+    limit = config[CAMPAIGN]["max_points"]
+    problems, too_big, counts = [], set(), {}
+    for name in names:
+        fam, section = families.load(name), config[name]
+        try:
+            counts[name] = count_points(fam, section, limit)
+        except (ValueError, TypeError, KeyError):
+            continue  # the family's own check names the bad value
+        if counts[name] > limit:
+            too_big.add(name)
+            problems.append((f"{name} points", Verbatim(f"more than {limit}"), f"{_multiplying_keys(fam, section)}, "
+                             f"above campaign.max_points = {limit}: sweep fewer values or raise max_points"))
+    total = sum(counts.values())
+    if not too_big and total > limit:
+        per_family = ", ".join(f"{name} {n}" for name, n in counts.items())
+        problems.append(("campaign.max_points", limit, f"the campaign has {total} points ({per_family}): sweep "
+                         "fewer values or raise max_points"))
+    return problems, too_big
+
+
+def duplicate_warnings(config: dict) -> list[str]:
+    """Values given more than once in a swept list (4KiB and 4096 alike): each point runs once."""
+    lines = []
+    for name in enabled_families(config):
+        fam, section = families.load(name), config[name]
+        for axis in fam.axes:
+            raw = section.get(axis.key)
+            if not isinstance(raw, list):
+                continue
+            try:
+                values = [axis.expand([v]) for v in raw]
+            except (ValueError, TypeError):
+                continue
+            seen: dict = {}
+            for given, expanded in zip(raw, values, strict=True):
+                for value in expanded:
+                    seen.setdefault(value, []).append(given)
+            for value, given in seen.items():
+                if len(given) > 1:
+                    lines.append(f"{name}.{axis.key}: {_show(value)} is given {len(given)} times "
+                                 f"({', '.join(_show(g) for g in given)}); its points run once")
+    return lines
+
+
+def validate(config: dict, schema_dir: Path | None = None, warn=None) -> dict:
+    """The config with defaults filled in; raises ConfigError listing every problem.
+
+    `warn(line)` gets what is accepted but probably not meant (default: printed to stderr).
+    """
     schema_dir = Path(schema_dir or schema_dir_default())
+    if not isinstance(config, dict):
+        raise ConfigError([("(top level)", config, "must be a mapping: `campaign:` and one section per family")])
     config = copy.deepcopy(config)
-    problems = _schema_problems(config, full_schema(schema_dir))
-    broken = {path.split(".")[0].split("[")[0] for path, _, _ in problems}
-    if CAMPAIGN not in broken:
-        # A family's own checks assume its section passed the schema; others still get checked.
-        for name in enabled_families(config, schema_dir):
-            if name not in broken:
-                for path, value, hint in families.load(name).check(config[name], config[CAMPAIGN]):
-                    problems.append((f"{name}.{path}", value, hint))
+    problems = _non_finite_problems(config)
     if problems:
         raise ConfigError(problems)
+    problems = _section_problems(config)
+    problems += _renamed_problems(config)
+    problems += _schema_problems(config, full_schema(schema_dir))
+    broken = {path.split(".")[0].split("[")[0] for path, _, _ in problems}
+    if CAMPAIGN not in broken:
+        problems += results_dir_problems(config[CAMPAIGN])
+        named = enabled_families(config)
+        if not named and not problems:
+            off = sorted(n for n in families.names() if n in config)
+            problems.append(("families", Verbatim(f"none enabled ({', '.join(off)} off)" if off else "none"),
+                             "the campaign has no point to run: add a family section such as `shuffle: {}` "
+                             f"(families: {', '.join(families.names())})"))
+        # A family's own checks assume its section passed the schema; others still get checked.
+        healthy = [name for name in named if name not in broken]
+        size_problems, too_big = grid_size_problems(config, healthy)
+        problems += size_problems
+        for name in healthy:
+            if name in too_big:
+                continue
+            fam, section = families.load(name), config[name]
+            own = fam.check(section, config[CAMPAIGN])
+            if not own:
+                own = constraint_problems(fam, section)
+            problems += [(f"{name}.{path}", value, hint) for path, value, hint in own]
+        from movebench import report_verdicts  # imports pandas: only once the schema passed
+
+        problems += report_verdicts.config_problems(config)
+    if problems:
+        raise ConfigError(problems)
+    for line in duplicate_warnings(config):
+        (warn or _stderr)(f"movebench: warning: {line}")
+    for name in enabled_families(config):
+        for key in ("repetitions", "warmups"):
+            config[name].setdefault(key, config[CAMPAIGN][key])
     return config
 
 
-def enabled_families(config: dict, schema_dir: Path | None = None) -> list[str]:
-    names = family_names(Path(schema_dir or schema_dir_default()))
-    return [n for n in names if n in config and config[n].get("enabled", True)]
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr)
 
 
-def grid(config: dict, schema_dir: Path | None = None) -> dict[str, list[dict]]:
+def enabled_families(config: dict) -> list[str]:
+    return [n for n in families.names() if isinstance(config.get(n), dict) and config[n].get("enabled", True)]
+
+
+def grid(config: dict) -> dict[str, list[dict]]:
     """Family name -> its points (ordered parameter dicts) for a validated config."""
-    return {name: families.load(name).points(config[name], config[CAMPAIGN])
-            for name in enabled_families(config, schema_dir)}
+    return {name: families.load(name).points(config[name]) for name in enabled_families(config)}
+
+
+def tasks(config: dict, grid_: dict[str, list[dict]]) -> dict[str, dict[str, dict]]:
+    """Family -> point path -> the point's task: what its kernel receives (see movebench.runner)."""
+    campaign, out = config[CAMPAIGN], {}
+    for name, points in grid_.items():
+        fam, section = families.load(name), config[name]
+        out[name] = {}
+        for point in points:
+            ranks, nodes = fam.placement(point)
+            out[name][families.point_path(point)] = {
+                "family": name, "variant": point[fam.variant], "point": point,
+                "settings": fam.kernel_settings(point, section, campaign),
+                "repetitions": section["repetitions"], "warmups": section["warmups"], "ranks": ranks, "nodes": nodes}
+    return out

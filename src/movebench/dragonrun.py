@@ -26,8 +26,19 @@ Why a wrapper, and not `dragon` straight from `movebench.launch`:
 - /dev/shm is checked before launch: with too little room Dragon hangs when it
   touches its pools instead of failing, so a shortfall is refused with a message.
 
-With `--meta`, the launch timings and what had to be cleaned up are merged into
-that JSON file (when the program wrote it) under the key `dragon_launch`.
+- Then every node of the run is swept (`sweep`): the run's processes are found by the
+  run's scratch path, which every process of the run carries in its environment
+  (`MOVEBENCH_SCRATCH`, exported by Dragon's `srun` to its back ends and inherited from
+  them; Dragon's processes leave the launcher's process group, so the group alone misses
+  most of them), given `--grace` seconds to exit, the rest killed by PID, and the /dev/shm
+  segments that name one of them or only dead processes removed. On one node the sweep
+  runs here; on more (`--nodes N`, in a Slurm allocation) the other nodes' processes and
+  /dev/shm are out of this process's sight, so one `srun --overlap` task per node runs
+  `--sweep` there. Dragon's own clean-up after an abnormal exit goes through SSH, which a
+  cluster without passwordless SSH between nodes refuses.
+
+With `--meta`, the launch timings and what had to be cleaned up (per node, when swept)
+are merged into that JSON file (when the program wrote it) under the key `dragon_launch`.
 """
 
 from __future__ import annotations
@@ -38,6 +49,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -215,6 +227,93 @@ def _reap(pid, timeout=2.0):
         time.sleep(0.05)
 
 
+def _environ_has(pid: int, entry: bytes) -> bool:
+    try:
+        return entry in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+
+
+def _same_node(pid: int) -> bool:
+    """In this process's network namespace: where several nodes are namespaces of one machine (the test
+    cluster), /proc shows every node's processes."""
+    try:
+        return os.readlink(f"/proc/{pid}/ns/net") == os.readlink("/proc/self/ns/net")
+    except OSError:
+        return False
+
+
+def marked_processes(scratch: str) -> dict[int, int]:
+    """PID -> start time of this node's processes whose environment carries the run's scratch path."""
+    entry = f"{SCRATCH_ENV}={scratch}".encode()
+    found = {}
+    for proc in os.scandir("/proc"):
+        if proc.name.isdigit() and (pid := int(proc.name)) != os.getpid():
+            if _environ_has(pid, entry) and _same_node(pid) and (st := _stat(pid)):
+                found[pid] = st[1]
+    return found
+
+
+def sweep(scratch: str, grace: float = GRACE_S, shm: Path = SHM) -> dict:
+    """What is left of the run on this node: its processes killed (after `grace` s to exit), its segments removed."""
+    deadline = time.monotonic() + grace
+    seen = marked_processes(scratch)
+    while (alive := marked_processes(scratch)) and time.monotonic() < deadline:
+        seen.update(alive)
+        time.sleep(POLL_S / 5)
+    killed = []
+    for pid, started in alive.items():
+        st = _stat(pid)
+        if st and st[1] == started:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            except ProcessLookupError:
+                pass
+    for pid in killed:
+        _reap(pid)
+    removed = []
+    for name in run_segments(shm_names(shm), {**seen, **alive}):
+        try:
+            (shm / name).unlink()
+            removed.append(name)
+        except FileNotFoundError:
+            pass
+    return {"host": socket.gethostname(), "killed_pids": killed, "removed_segments": removed}
+
+
+SWEEP_TIMEOUT_S = 60
+
+
+def sweep_nodes(scratch: str, nodes: int, grace: float, env=None) -> dict:
+    """`--sweep` on every node of the allocation, one `srun` task per node; {node: what it cleaned} or an error.
+
+    Every node, not `nodes`: in an allocation larger than the run (points packed in one job), Dragon picks its
+    nodes itself (not the first ones), and srun cannot be told which without asking Dragon."""
+    if not os.environ.get("SLURM_JOB_ID"):
+        return {"error": "no Slurm allocation: the other nodes were not swept"}
+    nodes = max(nodes, int(os.environ.get("SLURM_JOB_NUM_NODES") or 0))
+    argv = ["srun", "--overlap", "-N", str(nodes), "--ntasks-per-node=1", "--cpu-bind=none", "--kill-on-bad-exit=0",
+            sys.executable, "-m", "movebench.dragonrun", "--sweep", scratch, "--grace", str(grace)]
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=SWEEP_TIMEOUT_S, env=env,
+                           stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"error": f"{' '.join(argv[:5])} ...: {exc}"}
+    swept = {}
+    for line in r.stdout.splitlines():
+        if line.startswith("{"):
+            try:
+                found = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            swept[found.pop("host")] = found
+    if r.returncode != 0 or len(swept) < nodes:
+        swept["error"] = (f"srun exited {r.returncode}, {len(swept)} of {nodes} nodes answered: "
+                          f"{r.stderr.strip()[-500:]}")
+    return swept
+
+
 def child_env(scratch: str, extra=None) -> dict:
     """Dragon's helpers are found on PATH: put this Python's bin folder first."""
     env = os.environ.copy()
@@ -244,7 +343,7 @@ def merge_meta(path, info: dict) -> None:
     records.write_json(path, meta)
 
 
-def run(argv, meta=None, shm_bytes=0, timeout=None, grace=GRACE_S, env=None) -> int:
+def run(argv, meta=None, shm_bytes=0, timeout=None, grace=GRACE_S, env=None, nodes=1) -> int:
     if shm_bytes:
         try:
             check_shm(shm_bytes)
@@ -273,14 +372,27 @@ def run(argv, meta=None, shm_bytes=0, timeout=None, grace=GRACE_S, env=None) -> 
             signal.signal(s, handler)
         end = time.time()
         cleaned = run.cleanup()
+        here = sweep(scratch, grace)
+        swept = {here.pop("host"): here}
+        if nodes > 1:  # this node again too: it is one of the allocation's, and a second look costs nothing
+            for node, found in sweep_nodes(scratch, nodes, grace).items():
+                if node in swept and isinstance(found, dict):
+                    found = {k: swept[node][k] + found[k] for k in here}
+                swept[node] = found
         shutil.rmtree(scratch, ignore_errors=True)
     rc = run.proc.returncode
     if cleaned["killed_pids"] or cleaned["removed_segments"]:
         print(f"movebench.dragonrun: cleaned up after Dragon: killed {len(cleaned['killed_pids'])} processes, "
               f"removed {len(cleaned['removed_segments'])} /dev/shm segments", file=sys.stderr, flush=True)
+    for node, found in swept.items():
+        if node == "error":
+            print(f"movebench.dragonrun: sweep of the other nodes: {found}", file=sys.stderr, flush=True)
+        elif found["killed_pids"] or found["removed_segments"]:
+            print(f"movebench.dragonrun: {node}: killed {len(found['killed_pids'])} processes of the run, removed "
+                  f"{len(found['removed_segments'])} /dev/shm segments", file=sys.stderr, flush=True)
     if meta:
         merge_meta(meta, {"start": run.start, "end": end, "wall_s": end - run.start, "returncode": rc,
-                          "pids_seen": len(run.seen), **cleaned})
+                          "pids_seen": len(run.seen), **cleaned, "nodes_swept": swept})
     if reason:
         print(f"movebench.dragonrun: Dragon {reason}; stopped and cleaned up", file=sys.stderr, flush=True)
         return 124 if reason.startswith("timed out") else 130
@@ -295,17 +407,25 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--grace", type=float, default=GRACE_S, help="seconds between SIGINT and SIGKILL")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                    help="set in Dragon's environment (e.g. DRAGON_DEFAULT_SEG_SZ=268435456)")
+    p.add_argument("--nodes", type=int, default=1,
+                   help="nodes of the Dragon run: above 1, every node of the allocation is swept after it (srun)")
+    p.add_argument("--sweep", metavar="SCRATCH",
+                   help="(run on each node by --nodes) clean up the run whose scratch path this is, print JSON")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- dragon [options] PROG ARGS...")
     return p
 
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
+    if args.sweep:
+        print(json.dumps(sweep(args.sweep, args.grace)), flush=True)
+        return 0
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser().error("no command given after --")
     env = dict(item.split("=", 1) for item in args.env)
-    return run(command, meta=args.meta, shm_bytes=args.shm_bytes, timeout=args.timeout, grace=args.grace, env=env)
+    return run(command, meta=args.meta, shm_bytes=args.shm_bytes, timeout=args.timeout, grace=args.grace, env=env,
+               nodes=args.nodes)
 
 
 if __name__ == "__main__":

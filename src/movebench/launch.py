@@ -1,19 +1,28 @@
 """Run one benchmark point: launcher, timeout, atomic results, a failure record.
 
-Called by every point rule. The kernel writes to temporary files; only when it
-exits 0 within the timeout and its records say ok are they renamed to the
-rule's outputs. Otherwise a failure record goes to `--failed` (outside
-Snakemake's outputs, so Snakemake's clean-up of a failed job keeps it for the
-report) and the exit status is non-zero, so that a rerun redoes the point.
+Called by every point rule with the point's task as JSON (the family, the point, the kernel's
+settings, repetitions, warm-ups, ranks and nodes: see movebench.runner). The kernel writes to
+temporary files; only when it exits 0 within the timeout and its records say ok are they renamed
+to the rule's outputs. Otherwise a failure record goes to `--failed` (outside Snakemake's outputs,
+so Snakemake's clean-up of a failed job keeps it for the report) and the exit status is non-zero,
+so that a rerun redoes the point.
+
+Faults leave nothing behind: Ctrl-C or SIGTERM stops the kernel's process group (a kernel that had
+already finished is still recorded: its work is complete), MPICH's shared-memory segments of a
+killed job are removed by the job's own names (`ShmWatch`), and a full disk ends the point with one
+line naming the folder and its free space.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
+import errno
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,12 +30,19 @@ import threading
 import time
 from pathlib import Path
 
-from movebench import cluster
-from movebench import family as families
-from movebench.core import records
+from movebench import cluster, families, machine
+from movebench.core import envinfo, records
+from movebench.core.transport import TransportLog, probe_env
 
 GRACE_S = 10
 LOG_TAIL_LINES = 40
+SHM = Path("/dev/shm")
+# MPICH 4 (ch4) names its intranode segment mpich_shm_<world id>_<node> (and mpich_vci_... with
+# several VCIs), the world id being the FNV hash of the PMI kvsname; Hydra's kvsname holds
+# mpiexec's pid, a random number and the host, so the name cannot be computed from outside:
+# it is read from the maps of the job's own processes while they run.
+MPICH_SEGMENTS = ("mpich_shm_", "mpich_vci_")
+FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
 def launcher_command(launcher: str, ranks: int, nodes: int) -> list[str]:
@@ -44,18 +60,66 @@ def launcher_command(launcher: str, ranks: int, nodes: int) -> list[str]:
     return argv
 
 
-def kernel_command(fam: families.Family, launcher: str, ranks: int, nodes: int, kernel_args: list[str]) -> list[str]:
-    python = [sys.executable, "-m", f"movebench.{fam.name}", *kernel_args]
+def kernel_command(task: dict, task_path, launcher: str = "mpiexec") -> list[str]:
+    """The command that runs a point's kernel on its task file: the one place that builds it."""
+    fam = families.load(task["family"])
+    python = [sys.executable, "-m", f"movebench.families.{fam.name}.kernel", str(task_path)]
     if fam.launcher == "mpi":
-        return launcher_command(launcher, ranks, nodes) + python
-    return fam.launch_command(python, nodes)
+        return launcher_command(launcher, task["ranks"], task["nodes"]) + python
+    return fam.launch_command(python, task)
+
+
+def write_task(task: dict, path, out, meta) -> dict:
+    """The kernel's task file: the point's task and where the kernel writes its records and meta."""
+    kernel_task = {**task, "out": str(out), "meta": str(meta)}
+    # Not sorted: the point's keys keep their order, the order of its path and of its records' columns.
+    records.write_text(path, json.dumps(kernel_task, indent=2) + "\n")
+    return kernel_task
+
+
+def run_kernel(task: dict, folder, launcher: str = "mpiexec", timeout: float = 600, env=None):
+    """A task's kernel alone, without the point's bookkeeping (for benchmarks and tests).
+
+    Returns (completed process, records or None, meta or None); the files stay in `folder`.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    out, meta, task_path = folder / "records.jsonl", folder / "meta.json", folder / "task.json"
+    for old in (out, meta):
+        old.unlink(missing_ok=True)
+    argv = kernel_command(write_task(task, task_path, out, meta), task_path, launcher)
+    mpi = families.load(task["family"]).launcher == "mpi"
+    env = dict(os.environ if env is None else env)
+    if mpi:
+        env.update(probe_env(env))
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
+    recs = records.read_jsonl(out) if out.exists() else None
+    kernel_meta = json.loads(meta.read_text()) if meta.exists() else None
+    if mpi and kernel_meta is not None:
+        transport = TransportLog()
+        for line in (proc.stdout + proc.stderr).splitlines():
+            transport.feed(line)
+        kernel_meta["transport"] = transport.summary()
+    return proc, recs, kernel_meta
+
+
+def make_task(family: str, point: dict, settings: dict, repetitions: int = 5, warmups: int = 2) -> dict:
+    """A point's task as the workflow builds it (movebench.config.tasks), for a point given by hand."""
+    fam = families.load(family)
+    ranks, nodes = fam.placement(point)
+    return {"family": family, "variant": point[fam.variant], "point": point, "settings": settings,
+            "repetitions": repetitions, "warmups": warmups, "ranks": ranks, "nodes": nodes}
 
 
 class _Run:
-    """A kernel in its own process group, its output copied to ours and its tail kept."""
+    """A kernel in its own process group, its output copied to ours (less the transport reports) and its tail kept."""
 
     def __init__(self, argv, env):
         self.tail = collections.deque(maxlen=LOG_TAIL_LINES)
+        #: after an interrupt the kernel's dying words (Python's KeyboardInterrupt in every rank,
+        #: mpiexec's banner) are not the point's story: they are read and dropped
+        self.quiet = False
+        self.transport = TransportLog()
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      errors="replace", start_new_session=True, env=env)
         self.reader = threading.Thread(target=self._copy, daemon=True)
@@ -63,13 +127,178 @@ class _Run:
 
     def _copy(self):
         for line in self.proc.stdout:
-            sys.stdout.write(line)
-            sys.stdout.flush()
+            if self.quiet or self.transport.feed(line):
+                continue
+            line = envinfo.redact_value(line)  # an SDK's error may quote a URL with its SAS signature
             self.tail.append(line.rstrip("\n"))
+            with contextlib.suppress(OSError):  # a full disk under the log: the output is lost, not the run
+                sys.stdout.write(line)
+                sys.stdout.flush()
 
     def stop(self):
         """INT, then KILL after a grace period, to the whole group: mpiexec and every rank."""
         stop_group(self.proc, GRACE_S)
+
+
+def _process_table() -> dict[int, list[int]]:
+    """Parent pid -> child pids of every process."""
+    children: dict[int, list[int]] = collections.defaultdict(list)
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = Path(f"/proc/{entry.name}/stat").read_text()
+        except OSError:
+            continue
+        children[int(text[text.rindex(")") + 2:].split()[1])].append(int(entry.name))
+    return children
+
+
+def _children(pid: int) -> list[int] | None:
+    """Children of `pid` from /proc/<pid>/task/*/children (None where the kernel has no such file)."""
+    kids = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    for task in tasks:
+        try:
+            kids += [int(k) for k in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
+        except FileNotFoundError:
+            if not Path(f"/proc/{pid}/task/{task}").exists():
+                continue  # the thread ended
+            return None
+        except OSError:
+            continue
+    return kids
+
+
+def descendants(root: int) -> list[int]:
+    """`root` and every process below it (Hydra starts each rank in a session of its own).
+
+    Walks the job's own tree through /proc's children files (a few reads per process of the job);
+    only where those are missing does it read the whole process table.
+    """
+    table, found, stack = None, [], [root]
+    while stack:
+        pid = stack.pop()
+        found.append(pid)
+        kids = _children(pid)
+        if kids is None:
+            table = table if table is not None else _process_table()
+            kids = table.get(pid, [])
+        stack.extend(kids)
+    return found
+
+
+def mapped_segments(pid: int, shm: Path = SHM) -> set[str]:
+    """Names of the MPICH segments in `shm` that process `pid` has mapped."""
+    try:
+        text = Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return set()
+    prefix, names = f"{shm}/", set()
+    for line in text.splitlines():
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and fields[5].startswith(prefix):
+            name = fields[5][len(prefix):].removesuffix(" (deleted)")
+            if name.startswith(MPICH_SEGMENTS):
+                names.add(name)
+    return names
+
+
+class ShmWatch:
+    """The MPICH segments a job's processes map, seen while they run, removed after the job ends.
+
+    MPICH unlinks them in MPI_Finalize; a rank killed mid-point (or a point stopped on its timeout)
+    never gets there, and /dev/shm fills up run after run. Only names this job's own processes had
+    mapped are removed: another job's segments, live or leaked, are never touched. Segments are
+    made in MPI_Init: the job is looked at often at first, then rarely (a look costs a /proc scan).
+    """
+
+    def __init__(self, root: int, shm: Path = SHM):
+        self.root, self.shm = root, shm
+        self.seen: set[str] = set()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def look(self) -> None:
+        for pid in descendants(self.root):
+            self.seen |= mapped_segments(pid, self.shm)
+
+    def _watch(self) -> None:
+        # Often until the ranks have mapped their segment (MPI_Init), then rarely: looks cost CPU
+        # on the machine being measured (~1 ms for a 2-rank job here).
+        waits = [0.1] * 300
+        while True:
+            before = len(self.seen)
+            self.look()
+            if self.seen and len(self.seen) == before:
+                waits = waits[:0]
+            if self._done.wait(waits.pop(0) if waits else 10.0):
+                return
+
+    def finish(self) -> list[str]:
+        """After the job ended: remove what it left; the names removed."""
+        self._done.set()
+        self._thread.join(timeout=5)
+        removed = []
+        for name in sorted(self.seen):
+            with contextlib.suppress(FileNotFoundError):
+                (self.shm / name).unlink()
+                removed.append(name)
+        return removed
+
+
+def free_space(folder) -> str:
+    """The free bytes of `folder`'s filesystem (or its nearest existing ancestor), for a message."""
+    probe = Path(folder).absolute()
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    try:
+        free = shutil.disk_usage(probe).free
+    except OSError:
+        return "unknown"
+    for unit, factor in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 1024)):
+        if free >= factor:
+            return f"{free / factor:.1f} {unit}"
+    return f"{free} bytes"
+
+
+def _signal_of(rc: int) -> str:
+    """' (SIGTERM)' for a status that says a signal ended the kernel: negative from Python's own child, 128 + n
+    as srun and shells report it."""
+    number = -rc if rc < 0 else rc - 128 if 128 < rc < 128 + 65 else 0
+    try:
+        return f" ({signal.Signals(number).name})" if number else ""
+    except ValueError:
+        return ""
+
+
+def _fullest(records_folder: Path, settings: dict) -> str:
+    """The point's folders (its records', and a target folder its kernel got as setting `path`) with free space."""
+    folders = [records_folder] + [Path(v) for k, v in settings.items() if k == "path" and isinstance(v, str)]
+    return ", ".join(f"{folder} has {free_space(folder)} free" for folder in folders)
+
+
+class DiskFull(Exception):
+    """No space left where a point's files go: one line for the log and the console."""
+
+    def __init__(self, path, exc: OSError):
+        self.path = Path(path)
+        super().__init__(f"no space left for {self.path} ({os.strerror(exc.errno)}; its filesystem has "
+                         f"{free_space(self.path.parent)} free): free space there and run the same command again")
+
+
+@contextlib.contextmanager
+def _writing(path):
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno in FULL:
+            raise DiskFull(path, exc) from None
+        raise
 
 
 def stop_group(proc: subprocess.Popen, grace: float) -> None:
@@ -86,93 +315,160 @@ def stop_group(proc: subprocess.Popen, grace: float) -> None:
             continue
 
 
+class _Signals:
+    """SIGINT and SIGTERM noted, not raised: launch decides what a stop means at each step."""
+
+    def __init__(self):
+        self.name = None
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, self._note)
+
+    def _note(self, signum, frame):
+        self.name = self.name or signal.Signals(signum).name
+
+
+def _wait(run: _Run, timeout: float, signals: _Signals, before_stop) -> tuple[int | None, str | None]:
+    """The kernel's exit status, or why it was stopped (timeout or a signal to launch)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if signals.name:
+            if run.proc.poll() is not None:
+                return run.proc.returncode, None  # ended before the signal came: its outcome stands
+            run.quiet = True
+            before_stop()
+            run.stop()
+            return run.proc.returncode, f"interrupted ({signals.name})"
+        try:
+            return run.proc.wait(timeout=min(0.2, max(0.0, deadline - time.monotonic()))), None
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= deadline:
+                before_stop()
+                run.stop()
+                return run.proc.returncode, f"timed out after {timeout:g} s (campaign.timeout)"
+
+
+def _say(line: str, stream=None) -> None:
+    with contextlib.suppress(OSError):
+        print(line, file=stream or sys.stdout, flush=True)
+
+
 def run_point(args) -> int:
-    fam = families.load(args.family)
-    point = families.parse_point_path(args.point)
+    signals = _Signals()
+    try:
+        return _run_point(args, signals)
+    except DiskFull as exc:
+        task = args.task
+        _say(f"movebench: {task['family']} {families.point_path(task['point'])} FAILED: {exc}", sys.stderr)
+        return 1
+
+
+def _run_point(args, signals: _Signals) -> int:
+    task = args.task
+    family, point = task["family"], task["point"]
+    where = families.point_path(point)
     out, meta_out, failed = Path(args.out), Path(args.meta), Path(args.failed)
+    out.parent.mkdir(parents=True, exist_ok=True)
     tmp_out = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     tmp_meta = meta_out.with_name(f".{meta_out.name}.{os.getpid()}.tmp")
-    kernel_args = shlex.split(args.kernel_args) + ["--repetitions", str(args.repetitions),
-                                                   "--warmups", str(args.warmups),
-                                                   "--out", str(tmp_out), "--meta", str(tmp_meta)]
-    argv = kernel_command(fam, args.launcher, args.ranks, args.nodes, kernel_args)
-    print("movebench: " + shlex.join(argv), flush=True)
-    started = time.time()
-    reason, rc = None, None
-    env = os.environ.copy()
-    # Under Snakemake's slurm executor the job step hid the allocation's nodes: dragon and Hydra need them.
-    env.update(cluster.allocation_env(env))
+    task_path = out.with_name(f".{out.name}.{os.getpid()}.task.json")
     try:
-        run = _Run(argv, env)
-    except OSError as exc:
-        run, reason = None, f"could not start {argv[0]!r}: {exc.strerror or exc}"
-
-    def on_signal(signum, frame):
-        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
-
-    signal.signal(signal.SIGTERM, on_signal)
-    if run is not None:
+        with _writing(task_path):
+            kernel_task = write_task(task, task_path, tmp_out, tmp_meta)
+        argv = kernel_command(kernel_task, task_path, args.launcher)
+        _say("movebench: " + shlex.join(argv))
+        running = machine.RunningPoints()
+        running.enter({"campaign": args.campaign, "family": family, "point": where, "results": str(out.parent)})
+        started = time.time()
+        reason, rc, watch = None, None, None
+        env = os.environ.copy()
+        # Under Snakemake's slurm executor the job step hid the allocation's nodes: dragon and Hydra need them.
+        env.update(cluster.allocation_env(env))
+        mpi = families.load(family).launcher == "mpi"
+        if mpi:
+            env.update(probe_env(env))  # the MPI libraries say which transport they chose (core/transport.py)
         try:
-            try:
-                rc = run.proc.wait(timeout=args.timeout)
-            except subprocess.TimeoutExpired:
-                run.stop()
-                rc = run.proc.returncode
-                reason = f"timed out after {args.timeout:g} s (campaign.timeout)"
-        except KeyboardInterrupt as exc:
-            run.stop()
-            rc = run.proc.returncode
-            reason = f"interrupted ({exc.args[0] if exc.args else 'SIGINT'})"
-        run.reader.join(timeout=5)
-    ended = time.time()
-    recs = []
-    if reason is None and rc != 0:
-        reason = f"kernel exited with status {rc}"
-    if reason is None:
-        try:
-            recs = records.read_jsonl(tmp_out)
-        except (OSError, json.JSONDecodeError) as exc:
-            reason = f"kernel wrote no readable records: {exc}"
-    if reason is None:
-        bad = [r for r in recs if not r.get("ok", False)]
-        if bad:
-            reason = f"{len(bad)} of {len(recs)} repetitions failed: {bad[0].get('error')}"
-    try:
+            run = _Run(argv, env)
+            # MPICH's segments; Dragon's are dragonrun's to clean (kv's launcher is not MPI).
+            watch = ShmWatch(run.proc.pid) if mpi else None
+        except OSError as exc:
+            run, reason = None, f"could not start {argv[0]!r}: {exc.strerror or exc}"
+        if run is not None:
+            # The ranks alive at a stop are looked at once more; a rank killed earlier was seen while it ran.
+            rc, reason = _wait(run, args.timeout, signals, before_stop=watch.look if watch else lambda: None)
+            run.reader.join(timeout=5)
+            for line in run.transport.log_lines():
+                _say(line)
+        ended = time.time()
+        overlapped = running.leave()
+        leftovers = watch.finish() if watch is not None else []
+        if leftovers:
+            _say(f"movebench: removed {len(leftovers)} shared-memory segment(s) the job left: {', '.join(leftovers)}")
+        recs = []
+        if reason is None and rc != 0:
+            reason = f"kernel exited with status {rc}{_signal_of(rc)}"
+            if any(marker in line for line in (run.tail if run else ()) for marker in
+                   ("No space left on device", "Errno 28", "Disk quota exceeded", "cannot write the records")):
+                reason += f" (no space left on a device: {_fullest(out.parent, task['settings'])})"
         if reason is None:
+            try:
+                recs = records.read_jsonl(tmp_out)
+            except (OSError, json.JSONDecodeError) as exc:
+                reason = f"kernel wrote no readable records: {exc}"
+        if reason is None:
+            bad = [r for r in recs if not r.get("ok", False)]
+            if bad:
+                reason = f"{len(bad)} of {len(recs)} repetitions failed: {bad[0].get('error')}"
+        if reason is None:
+            # Finished: recorded even when an interrupt came after the kernel's end (its work is complete).
             meta = json.loads(tmp_meta.read_text()) if tmp_meta.exists() else {}
             meta.update(launch_start=started, launch_end=ended, launch_wall_s=ended - started,
                         launcher=args.launcher, command=shlex.join(argv), config_hash=args.config_hash,
-                        campaign=args.campaign)
-            records.write_json(meta_out, meta)
+                        campaign=args.campaign, task={k: v for k, v in task.items() if k not in ("out", "meta")},
+                        overlapped_with=overlapped, shm_segments_removed=leftovers)
+            if mpi:
+                meta["transport"] = run.transport.summary()
+            with _writing(meta_out):
+                records.write_json(meta_out, meta)
             os.replace(tmp_out, out)
             failed.unlink(missing_ok=True)
-            print(f"movebench: {args.family} {args.point}: {len(recs)} records in {ended - started:.1f} s", flush=True)
+            _say(f"movebench: {family} {where}: {len(recs)} records in {ended - started:.1f} s")
             return 0
-        records.write_json(failed, {
-            "family": args.family, "point": args.point, **point, "ok": False, "error": reason,
-            "returncode": rc, "start": started, "end": ended, "command": shlex.join(argv),
-            "log_tail": list(run.tail) if run else [], "config_hash": args.config_hash, "records": recs})
-        print(f"movebench: {args.family} {args.point} FAILED: {reason}", file=sys.stderr, flush=True)
+        with _writing(failed):
+            records.write_json(failed, {
+                "family": family, "point": where, **point, "ok": False, "error": reason,
+                "returncode": rc, "start": started, "end": ended, "command": shlex.join(argv),
+                "log_tail": list(run.tail) if run else [], "config_hash": args.config_hash, "records": recs,
+                "overlapped_with": overlapped, "shm_segments_removed": leftovers})
+        _say(f"movebench: {family} {where} FAILED: {reason}", sys.stderr)
         return 1
     finally:
-        tmp_out.unlink(missing_ok=True)
-        tmp_meta.unlink(missing_ok=True)
+        for leftover in (tmp_out, tmp_meta, task_path):
+            leftover.unlink(missing_ok=True)
+
+
+def _task(text: str) -> dict:
+    """The task as JSON, or @path of a file holding it."""
+    try:
+        task = json.loads(Path(text[1:]).read_text() if text.startswith("@") else text)
+    except (OSError, json.JSONDecodeError) as exc:
+        raise argparse.ArgumentTypeError(f"not a task: {exc}") from None
+    missing = [k for k in ("family", "variant", "point", "settings", "repetitions", "warmups", "ranks", "nodes")
+               if k not in task]
+    if missing:
+        raise argparse.ArgumentTypeError(f"the task lacks {', '.join(missing)}")
+    return task
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m movebench.launch", description=__doc__.split("\n\n")[0])
-    p.add_argument("--family", required=True)
-    p.add_argument("--point", required=True, help="the point's path, key~value/...")
-    p.add_argument("--ranks", type=int, required=True)
-    p.add_argument("--nodes", type=int, default=1)
+    p.add_argument("--task", type=_task, required=True,
+                   help="the point's task as JSON (or @FILE): family, variant, point, settings, repetitions, "
+                        "warmups, ranks, nodes")
     p.add_argument("--launcher", default="mpiexec",
                    help="MPI launcher; may contain {ranks} and {nodes}, else '-n <ranks>' is appended")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds before the point is killed")
-    p.add_argument("--repetitions", type=int, default=5)
-    p.add_argument("--warmups", type=int, default=2)
-    p.add_argument("--kernel-args", default="", help="the family kernel's own arguments, one shell string")
-    p.add_argument("--out", required=True)
-    p.add_argument("--meta", required=True)
+    p.add_argument("--out", required=True, help="the point's records (.jsonl)")
+    p.add_argument("--meta", required=True, help="the point's meta (.meta.json)")
     p.add_argument("--failed", required=True, help="where a failure record goes")
     p.add_argument("--config-hash", default=os.environ.get("MOVEBENCH_CONFIG_HASH"),
                    help="hash of the campaign config, for the meta (default: $MOVEBENCH_CONFIG_HASH)")

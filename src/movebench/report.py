@@ -1,10 +1,11 @@
 """The self-contained HTML report: an overview, then one section per family.
 
-Everything is inline (plots as PNG data URIs, CSS in the page), so the file can
-be mailed or archived alone. Each family's section comes from its template
-`report/<family>.html.j2` and the context its `report_context` builds; the
-engine adds the per-point summary, the failed and missing points, and where
-every number came from (the raw records file and its meta).
+Everything is inline (plots as PNG data URIs, CSS in the page), so the file can be mailed or
+archived alone. Each family's section comes from its template (`families/<name>/report.html.j2`)
+and the context its `report.py` builds; the engine adds the per-point summary, the failed and
+missing points, and where every number came from (the raw records file and its meta). The report
+reads the tables `aggregate` wrote and nothing else; after a failed run `render_partial` builds
+`report.partial.html` from the raw records instead.
 """
 
 from __future__ import annotations
@@ -14,17 +15,18 @@ import datetime as dt
 import html
 import io
 import json
-import os
 from pathlib import Path
 
 import jinja2
 import pandas as pd
 
-from movebench import aggregate
-from movebench import family as families
+from movebench import aggregate, families
 from movebench.core import records
+from movebench.core import units as units_
+from movebench.core.sizes import expand_sizes, format_size
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "report"
+PARTIAL = "report.partial.html"
 
 
 # --- helpers for the families' sections ---
@@ -40,10 +42,39 @@ def figure_uri(fig) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
-def html_table(frame: pd.DataFrame, float_format="{:.4g}", classes="data") -> str:
-    """A DataFrame as an HTML table with compact numbers and sortable-looking headers."""
-    formatters = {c: (lambda v: "" if pd.isna(v) else float_format.format(v))
-                  for c in frame.columns if pd.api.types.is_float_dtype(frame[c])}
+#: `html_table`'s unit for byte counts that name a point (a message or value size): shown as 4KiB, 1MiB.
+SIZE = "size"
+
+
+def html_table(frame: pd.DataFrame, float_format=None, classes="data", units: dict | None = None) -> str:
+    """A DataFrame as an HTML table: three significant digits, no exponents.
+
+    `units` maps a column of SI values to its unit ("B/s", "s", "B", or a display unit such as
+    "MiB/s"): the column is shown in the unit that suits its values, named in its header
+    ("bandwidth (GB/s)"); `SIZE` shows byte counts as sizes (4KiB). The tables on disk keep the
+    SI values.
+    """
+    frame = frame.copy()
+    renames = {}
+    for column, unit in (units or {}).items():
+        if column not in frame:
+            continue
+        if unit == SIZE:
+            frame[column] = [_key_cell(v, size=True) for v in frame[column]]
+            continue
+        values = pd.to_numeric(frame[column], errors="coerce")
+        label, factor = units_.choose(unit, values.dropna().tolist())
+        frame[column] = values / factor
+        renames[column] = f"{column} ({label})" if label not in ("1", "") else column
+
+    def fmt(v):
+        if pd.isna(v):
+            return ""
+        return float_format.format(v) if float_format else units_.sig(v)
+
+    formatters = {c: fmt for c in frame.columns if pd.api.types.is_float_dtype(frame[c])}
+    frame = frame.rename(columns=renames)
+    formatters = {renames.get(c, c): f for c, f in formatters.items()}
     return frame.to_html(index=False, classes=classes, border=0, formatters=formatters, na_rep="", escape=True)
 
 
@@ -66,6 +97,55 @@ def median_of(summary: pd.DataFrame, measure: str) -> pd.DataFrame:
     return summary[summary["measure"] == measure].copy()
 
 
+BOUND_STYLE = {"ls": "--", "color": "black", "lw": 1.1, "marker": "_", "markersize": 10}
+
+
+def bound_line(ax, data: pd.DataFrame, x: str, scale: float = 1e9, label: str = "upper bound") -> bool:
+    """The upper bound of the points in `data` (bandwidth summary rows with `bound_Bps`, see movebench.bounds)
+    drawn on `ax` against `x` as a dashed black line, in the plot's unit (`scale` bytes/s per unit)."""
+    if "bound_Bps" not in data:
+        return False
+    part = data.dropna(subset=["bound_Bps"])
+    if part.empty:
+        return False
+    line = part.groupby(x)["bound_Bps"].max().sort_index()
+    (handle,) = ax.plot(line.index, line.to_numpy() / scale, label=label, **BOUND_STYLE)
+    ax.legend(handles=[handle], loc="lower right", fontsize="small", frameon=True)
+    return True
+
+
+def counted(table: pd.DataFrame) -> pd.DataFrame:
+    """The measured repetitions: warm-ups and failed repetitions left out."""
+    if table.empty:
+        return table
+    return table[~table["warmup"].astype(bool) & table["ok"].astype(bool)]
+
+
+def ratio(table: pd.DataFrame, numerator: str, denominator: str, measure: str):
+    """The Hodges-Lehmann ratio numerator / denominator of two points' repetitions of `measure`, with its 95% CI
+    (`movebench.core.verdict.Comparison`), or None when a side has no value."""
+    from movebench.core.verdict import compare_samples
+
+    rows = counted(table)
+    top = pd.to_numeric(rows.loc[rows["point"] == numerator, measure], errors="coerce").dropna().tolist()
+    bottom = pd.to_numeric(rows.loc[rows["point"] == denominator, measure], errors="coerce").dropna().tolist()
+    if not top or not bottom:
+        return None
+    return compare_samples(bottom, top)
+
+
+def ratio_text(result) -> str:
+    """"2.10x [1.90, 2.31]": a ratio with its 95% CI."""
+    return f"{units_.sig(result.ratio)}x [{units_.sig(result.ci_low)}, {units_.sig(result.ci_high)}]"
+
+
+def median_text(row, unit: str) -> str:
+    """A summary row's median with its 95% CI, in the unit that suits the median: "9.12 GB/s [8.80, 9.31]"."""
+    label, factor = units_.choose(unit, [row["median"]])
+    return (f"{units_.sig(row['median'] / factor)} {label} [{units_.sig(row['ci_low'] / factor)}, "
+            f"{units_.sig(row['ci_high'] / factor)}]")
+
+
 # --- collecting what a report shows ---
 
 
@@ -74,75 +154,98 @@ def _paths(config):
     return results, results / "raw", results / "failed", results / "tables"
 
 
-def failures(config, family: str, points: list[str]) -> list[dict]:
-    _, _, failed_dir, _ = _paths(config)
+def overlaps(points: pd.DataFrame) -> list[dict]:
+    """Points whose run overlapped another movebench point on the machine (meta `overlapped_with`)."""
+    if "overlapped_with" not in points:
+        return []
     found = []
-    for point in points:
-        path = failed_dir / family / f"{point}.json"
-        if path.exists():
-            rec = json.loads(path.read_text())
-            rec["failure_file"] = str(path)
-            found.append(rec)
+    for _, row in points[points["status"] == "ok"].iterrows():
+        text = row["overlapped_with"]
+        others = json.loads(text) if isinstance(text, str) and text.startswith("[") else []
+        if others:
+            found.append({"point": row["point"], "with": "; ".join(
+                f"{o.get('campaign')}: {o.get('family')} {o.get('point')} (pid {o.get('pid')})" for o in others)})
     return found
 
 
-def collect(config: dict, grid: dict, from_raw: bool = False) -> dict:
-    """Per family: records table, summary, failed and missing points, metas."""
-    _, raw, _, tables = _paths(config)
+def _section(points: pd.DataFrame, table: pd.DataFrame, summary: pd.DataFrame) -> dict:
+    status = points["status"] if len(points) else pd.Series(dtype=str)
+    failed = points[status == "failed"]
+    return {
+        "overlapped": overlaps(points) if len(points) else [],
+        "points": points["point"].tolist() if len(points) else [],
+        "ok": points.loc[status == "ok", "point"].tolist() if len(points) else [],
+        "failed": failed.to_dict("records"),
+        "missing": points.loc[status == "missing", "point"].tolist() if len(points) else [],
+        "points_table": points,
+        "table": table,
+        "summary": summary,
+    }
+
+
+def collect(config: dict, names) -> dict:
+    """Per family, from the tables aggregate wrote: records, summary, points (status and meta)."""
+    _, _, _, tables = _paths(config)
+    sections = {}
+    for name in names:
+        table = pd.read_parquet(tables / f"{name}.parquet")
+        summary_path = tables / f"{name}_summary.csv"
+        summary = pd.read_csv(summary_path) if summary_path.stat().st_size > 1 else pd.DataFrame()
+        points = pd.read_csv(tables / f"{name}_points.csv")
+        sections[name] = _section(points, table, summary)
+    return sections
+
+
+def collect_raw(config: dict, grid: dict) -> dict:
+    """Per family, straight from the raw records (after a failed run, when some tables are missing)."""
+    _, raw, failed, _ = _paths(config)
     sections = {}
     for name, point_dicts in grid.items():
-        points = [families.point_path(p) for p in point_dicts]
-        present = [p for p in points if (raw / name / f"{p}.jsonl").exists()]
-        if from_raw:
-            table = aggregate.load(name, [raw / name / f"{p}.jsonl" for p in present])
-            summary = aggregate.summarize(name, table)
-        else:
-            table = pd.read_parquet(tables / f"{name}.parquet")
-            summary_path = tables / f"{name}_summary.csv"
-            summary = pd.read_csv(summary_path) if summary_path.stat().st_size > 1 else pd.DataFrame()
-        failed = failures(config, name, points)
-        failed_points = {f["point"] for f in failed}
-        metas = {}
-        for p in present:
-            meta_path = raw / name / f"{p}.meta.json"
-            if meta_path.exists():
-                metas[p] = json.loads(meta_path.read_text())
-        sections[name] = {
-            "points": points,
-            "ok": present,
-            "failed": failed,
-            "missing": [p for p in points if p not in present and p not in failed_points],
-            "table": table,
-            "summary": summary,
-            "metas": metas,
-        }
+        present = [raw / name / f"{families.point_path(p)}.jsonl" for p in point_dicts]
+        table = aggregate.load(name, [p for p in present if p.exists()])
+        summary = aggregate.summarize(name, table)
+        points = aggregate.points_table(name, point_dicts, raw, failed)
+        sections[name] = _section(points, table, summary)
     return sections
 
 
 def overview(config: dict, sections: dict) -> dict:
-    metas = [m for s in sections.values() for m in s["metas"].values()]
-    first = metas[0] if metas else {}
+    metas = pd.concat([s["points_table"] for s in sections.values() if len(s["points_table"])], ignore_index=True) \
+        if any(len(s["points_table"]) for s in sections.values()) else pd.DataFrame()
+    ok = metas[metas["status"] == "ok"] if len(metas) else metas
 
-    def distinct(key):
-        return sorted({str(m.get(key)) for m in metas if m.get(key) is not None})
+    def distinct(column):
+        if column not in ok:
+            return []
+        return sorted({str(v) for v in ok[column].dropna()})
 
+    def first(column):
+        values = distinct(column)
+        return values[0] if values else None
+
+    hosts = set()
+    for column in ("hostnames", "hostname"):
+        for value in ok.get(column, pd.Series(dtype=object)).dropna():
+            hosts.update(json.loads(value) if str(value).startswith("[") else [str(value)])
+    packages = {c.removeprefix("packages."): first(c) for c in ok.columns if c.startswith("packages.")}
     return {
         "campaign": config["campaign"]["name"],
         "generated": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
-        "hosts": sorted({h for m in metas for h in (m.get("hostnames") or [m.get("hostname")]) if h}),
-        "cpu_model": first.get("cpu_model"),
-        "cpu_count": first.get("cpu_count"),
-        "python": first.get("python"),
-        "platform": first.get("platform"),
+        "hosts": sorted(hosts),
+        "cpu_model": first("cpu_model"),
+        "cpu_count": first("cpu_count"),
+        "python": first("python"),
+        "platform": first("platform"),
         "mpi_library": distinct("mpi_library"),
         "mpi_thread_level": distinct("mpi_thread_level"),
         "launchers": distinct("launcher"),
         "git_commits": distinct("git_commit"),
         "config_hashes": distinct("config_hash"),
         "slurm_jobs": distinct("slurm_job_id"),
-        "packages": {k: v for k, v in (first.get("packages") or {}).items() if v},
+        "packages": {k: v for k, v in packages.items() if v and v != "nan"},
         "counts": {name: {"points": len(s["points"]), "ok": len(s["ok"]), "failed": len(s["failed"]),
                           "missing": len(s["missing"])} for name, s in sections.items()},
+        "overlapped": sum(len(s["overlapped"]) for s in sections.values()),
         "config_yaml": _yaml(config),
     }
 
@@ -153,65 +256,136 @@ def _yaml(config) -> str:
     return yaml.safe_dump(config, sort_keys=False)
 
 
-def summary_table(name: str, section: dict) -> str:
-    """The engine's per-point table: the counted repetitions' median bandwidth and time with their CIs."""
+#: Measures whose CI the per-point table shows beside the median.
+WITH_CI = ("bandwidth_Bps", "elapsed_s")
+
+
+def _short(measure: str) -> str:
+    return {"bandwidth_Bps": "bandwidth", "elapsed_s": "time"}.get(
+        measure, measure.removesuffix("_Bps").removesuffix("_bytes").removesuffix("_s"))
+
+
+def summary_table(name: str, section: dict) -> dict | None:
+    """The engine's per-point table: medians in human units, the 95% CI of bandwidth and time, the share of the
+    point's upper bound, and the records file each row comes from. Raw SI values stay in the tables on disk."""
     summary = section["summary"]
     if summary.empty:
-        return "<p>No finished point.</p>"
+        return None
     fam = families.load(name)
-    keys = [k for k in ("variant", *fam.point_keys) if k in summary.columns]
-    wide = None
-    for measure in ("bandwidth_Bps", "elapsed_s", *fam.summary_measures):
-        part = median_of(summary, measure)
+    keys = [k for k in fam.point_keys if k in summary.columns]
+    first = summary.drop_duplicates("point").set_index("point")
+    points = list(first.index)
+    columns = [*keys, "n"]
+    sizes = {axis.name for axis in fam.axes if axis.expand is expand_sizes}
+    cells = {p: [_key_cell(first.at[p, k], k in sizes) for k in keys] + [str(int(first.at[p, "n"]))]
+             for p in points}
+    for measure in (m for m in fam.measures if m.summarize):
+        part = median_of(summary, measure.name)
         if part.empty:
             continue
-        part = part[["point", *keys, "n", "median", "ci_low", "ci_high"]].rename(columns={
-            "median": f"{measure} median", "ci_low": f"{measure} CI low", "ci_high": f"{measure} CI high"})
-        if wide is None:
-            wide = part
-        else:
-            wide = wide.merge(part.drop(columns=[*keys, "n"]), on="point", how="left")
-    wide = wide.drop(columns=[c for c in wide.columns if c.endswith(("CI low", "CI high"))
-                              and not c.startswith(("bandwidth_Bps", "elapsed_s"))])
-    wide["records"] = [f"raw/{name}/{p}.jsonl" for p in wide["point"]]
-    return html_table(wide.drop(columns=["point"]), classes="data summary")
+        part = part.set_index("point")
+        label, factor = units_.choose(measure.unit, part["median"].dropna().tolist())
+        suffix = f" ({label})" if label not in ("1", "") else ""
+        columns.append(f"{_short(measure.name)}{suffix}")
+        if measure.name in WITH_CI:
+            columns.append(f"{_short(measure.name)} 95% CI")
+        for p in points:
+            if p not in part.index:
+                cells[p] += [""] * (2 if measure.name in WITH_CI else 1)
+                continue
+            row = part.loc[p]
+            cells[p].append(units_.sig(row["median"] / factor))
+            if measure.name in WITH_CI:
+                cells[p].append(f"{units_.sig(row['ci_low'] / factor)} – {units_.sig(row['ci_high'] / factor)}")
+    bw = median_of(summary, "bandwidth_Bps")
+    with_bounds = not bw.empty and bw["bound"].notna().any() if "bound" in bw else False
+    above = set()
+    if with_bounds:
+        bw = bw.set_index("point")
+        columns += ["% of bound", "bound"]
+        for p in points:
+            if p not in bw.index or pd.isna(bw.at[p, "pct_of_bound"]):
+                note = bw.at[p, "bound_note"] if p in bw.index and isinstance(bw.at[p, "bound_note"], str) else ""
+                cells[p] += ["", note]
+                continue
+            pct = bw.at[p, "pct_of_bound"]
+            if pct > 100:
+                above.add(p)
+            note = bw.at[p, "bound_note"]
+            cells[p] += [units_.sig(pct), bw.at[p, "bound"] + (f" ({note})" if isinstance(note, str) and note else "")]
+    columns.append("records")
+    rows = [{"cells": cells[p] + [f"raw/{name}/{p}.jsonl"], "above": p in above} for p in points]
+    return {"columns": columns, "rows": rows, "above": len(above), "bounds": with_bounds}
+
+
+def _key_cell(value, size: bool = False) -> str:
+    value = value.item() if hasattr(value, "item") else value  # numpy scalars from the summary
+    if isinstance(value, float):
+        if pd.isna(value):
+            return ""
+        if not value.is_integer():
+            return f"{value:g}"
+        value = int(value)
+    if size and isinstance(value, int):
+        return format_size(value)
+    return str(value)
+
+
+def _environment() -> jinja2.Environment:
+    loader = jinja2.ChoiceLoader([jinja2.FileSystemLoader(str(TEMPLATES)),
+                                  jinja2.PrefixLoader({name: jinja2.FileSystemLoader(str(families.folder(name)))
+                                                       for name in families.names()})])
+    env = jinja2.Environment(loader=loader, autoescape=jinja2.select_autoescape(["html", "j2"]),
+                             undefined=jinja2.StrictUndefined)
+    env.filters["gbps"] = lambda v: "" if v is None or pd.isna(v) else f"{v / 1e9:.3g}"
+    return env
 
 
 def render_html(config: dict, sections: dict, partial: bool = False) -> str:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
-                             autoescape=jinja2.select_autoescape(["html", "j2"]),
-                             undefined=jinja2.StrictUndefined)
-    env.filters["gbps"] = lambda v: "" if v is None or pd.isna(v) else f"{v / 1e9:.3g}"
+    from movebench import bounds, findings, report_verdicts
+
+    env = _environment()
+    provided = bounds.provided(sections)
+    for name, section in sections.items():
+        section["summary"] = bounds.attach(name, section["summary"], section["points_table"], provided)
+    results = report_verdicts.results_of(config, sections)
+    comparison = report_verdicts.comparison(config, results)
+    published = report_verdicts.by_family(report_verdicts.published(config, results))
     family_html = {}
     for name, section in sections.items():
-        ctx = families.load(name).report_context(section["table"], section["summary"], config["campaign"]) \
+        ctx = families.report_module(name).context(section["table"], section["summary"], config["campaign"]) \
             if not section["summary"].empty else {}
-        body = env.get_template(f"{name}.html.j2").render(ctx=ctx, section=section) if ctx else ""
+        body = env.get_template(f"{name}/report.html.j2").render(ctx=ctx, section=section) if ctx else ""
         family_html[name] = {
             "body": body,
             "summary": summary_table(name, section),
+            "above": bounds.above(section["summary"]).to_dict("records"),
+            "published": published.get(name),
             "failed": section["failed"],
             "missing": section["missing"],
+            "overlapped": section["overlapped"],
         }
     return env.get_template("report.html.j2").render(
-        overview=overview(config, sections), families=family_html, partial=partial, escape=html.escape)
+        overview=overview(config, sections), families=family_html, partial=partial, escape=html.escape,
+        findings=findings.build(sections, comparison, published), comparison=comparison,
+        references_file=str(report_verdicts.references_file(config["campaign"]) or ""))
 
 
-def render(config: dict, grid: dict, out_path) -> Path:
-    text = render_html(config, collect(config, grid))
+def render(config: dict, names, out_path) -> Path:
+    """results/report.html from the tables; a partial report left by an earlier failed run goes."""
     out = Path(out_path)
-    records.write_text(out, text)
+    records.write_text(out, render_html(config, collect(config, names)))
+    (out.parent / PARTIAL).unlink(missing_ok=True)
     return out
 
 
 def render_partial(config: dict, grid: dict) -> Path:
-    """After a failed run: the report from whatever records exist, failures listed.
+    """After a failed run: results/report.partial.html from whatever records exist, failures listed.
 
-    It is dated to the epoch: older than every record, it stays out of date for
-    Snakemake, so the next run still redoes the missing points and renders it anew.
+    report.html is left as it was (the last complete report, if any); the next successful run
+    replaces it and removes the partial one.
     """
     results, *_ = _paths(config)
-    out = results / "report.html"
-    records.write_text(out, render_html(config, collect(config, grid, from_raw=True), partial=True))
-    os.utime(out, (0, 0))
+    out = results / PARTIAL
+    records.write_text(out, render_html(config, collect_raw(config, grid), partial=True))
     return out

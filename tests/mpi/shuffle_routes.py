@@ -5,7 +5,7 @@ import sys
 
 from mpi4py import MPI
 
-from movebench.shuffle import checksum, destination, make_tuples, run_shuffle
+from movebench.families.shuffle.kernel import checksum, destination, make_tuples, run_shuffle
 
 comm = MPI.COMM_WORLD
 tuples = make_tuples(5000, 32, 1.1, 7, comm.rank)

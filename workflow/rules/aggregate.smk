@@ -1,10 +1,15 @@
-# Tables per family: every record, and a summary per point.
+# Tables per family: every record, a summary per point and measure, and one row per point.
 
 
 rule aggregate:
     input:
         records=lambda w: point_outputs(w.family),
         meta=lambda w: point_outputs(w.family, ".meta.json"),
+        code=lambda w: [
+            str(families.folder(w.family) / "__init__.py"),
+            str(families.folder(w.family) / "report.py"),
+            str(PACKAGE / "aggregate.py"),
+        ],
     output:
         records=report(
             f"{TABLES}/{{family}}.csv",
@@ -17,13 +22,17 @@ rule aggregate:
             category="Tables",
             caption="../../report/tables.rst",
         ),
+        points=f"{TABLES}/{{family}}_points.csv",
     log:
         f"{LOGS}/aggregate/{{family}}.log",
     wildcard_constraints:
         family="|".join(GRID) or "none",
     conda:
-        "../../envs/report.yaml"
+        "../envs/report.yaml"
     params:
         family=lambda w: w.family,
+        points=lambda w: [task["point"] for task in TASKS[w.family].values()],
+        raw=RAW,
+        failed=FAILED,
     script:
         "../../scripts/aggregate.py"

@@ -1,9 +1,9 @@
-# The grid of points, their paths, and what every point rule shares.
-import shlex
+# The grid of points, their tasks, what every point rule shares, and the run's start and end.
+import json
+import os
 
-from movebench import cluster
-from movebench import family as families
-from movebench.core import envinfo
+from movebench import families
+from movebench import campaign
 
 CAMPAIGN = config["campaign"]
 RESULTS = CAMPAIGN["results_dir"]
@@ -11,45 +11,34 @@ RAW = f"{RESULTS}/raw"
 FAILED = f"{RESULTS}/failed"
 LOGS = f"{RESULTS}/logs"
 TABLES = f"{RESULTS}/tables"
-GRID = campaign_config.grid(config, SCHEMAS)
-CONFIG_HASH = envinfo.config_hash(config)
+GRID = campaign_config.grid(config)
+# Family -> point path -> the point's task (the point, the kernel's settings, repetitions, ...).
+TASKS = campaign_config.tasks(config, GRID)
 PACKAGE = Path(workflow.basedir) / "src" / "movebench"
+
+# Jobs run the Python (and the mpich wheel's mpiexec) that runs snakemake, whatever PATH the user
+# has; a conda environment (--sdm conda) is activated in the job's shell, in front of this. The
+# config hash and campaign name go to each point's meta without a changed config rerunning points.
+os.environ.update(campaign.job_environment(config))
 
 
 wildcard_constraints:
     point=r"[^/~]+~[^/]+(/[^/~]+~[^/]+)*",
 
 
-def point_paths(family):
-    return [families.point_path(p) for p in GRID.get(family, [])]
-
-
 def point_outputs(family, ext=".jsonl"):
-    return [f"{RAW}/{family}/{p}{ext}" for p in point_paths(family)]
-
-
-def _point(family, wildcards):
-    return families.parse_point_path(wildcards.point)
+    return [f"{RAW}/{family}/{path}{ext}" for path in TASKS.get(family, {})]
 
 
 def kernel_sources(family):
-    """A point reruns when its kernel or the code that writes its records changes."""
-    return [str(PACKAGE / f"{family}.py")] + [
-        str(PACKAGE / name)
-        for name in ("kernel.py", "launch.py", "core/records.py", "core/timing.py")
-    ]
+    """A point reruns when its kernel or the shared code that runs it and writes its records changes."""
+    return campaign.kernel_sources(family)
 
 
 def point_params(family):
-    fam = families.load(family)
-    section = config.get(family, {})  # absent when the campaign leaves the family out
     return {
-        "kernel_args": lambda w: shlex.join(
-            fam.kernel_args(_point(family, w), section, CAMPAIGN)
-        ),
+        "task": lambda w: json.dumps(campaign.task_of(TASKS, family, w.point)),
         "failed": lambda w: f"{FAILED}/{family}/{w.point}.json",
-        "repetitions": section.get("repetitions", CAMPAIGN["repetitions"]),
-        "warmups": section.get("warmups", CAMPAIGN["warmups"]),
         "timeout": CAMPAIGN["timeout"],
         # The profile picks the MPI launcher with default-resources mpi=...; plain runs use mpiexec.
         "launcher": lambda w, resources: getattr(resources, "mpi", "mpiexec"),
@@ -57,33 +46,39 @@ def point_params(family):
 
 
 def point_resources(family):
-    """Ranks and nodes from the point; runtime from the timeout; one benchmark at a time locally."""
-    fam = families.load(family)
-    section = config.get(family, {})  # absent when the campaign leaves the family out
+    """Tasks, nodes and memory from the family's spec; runtime from the timeout; one benchmark at a time."""
+    fam, section = families.load(family), config[family]
+
+    def resource(key):
+        return lambda w: fam.resources(
+            campaign.task_of(TASKS, family, w.point)["point"], section
+        )[key]
+
     return {
-        "tasks": lambda w: cluster.slurm_tasks(fam, _point(family, w)),
-        "nodes": lambda w: fam.nodes(_point(family, w)),
-        "mem_mb": lambda w: fam.memory_mb(_point(family, w), section),
-        "runtime": cluster.runtime_minutes(CAMPAIGN),
+        "tasks": resource("tasks"),
+        "nodes": resource("nodes"),
+        "mem_mb": resource("mem_mb"),
+        "runtime": campaign.runtime_minutes(CAMPAIGN),
         "benchmark_slots": 1,
     }
 
 
-# The command every point rule runs.
+# The command every point rule runs; quoted, so that a results_dir with spaces stays one word.
 LAUNCH = (
-    "python -m movebench.launch --family {params.family} --point {wildcards.point:q}"
-    " --ranks {resources.tasks} --nodes {resources.nodes} --launcher {params.launcher:q}"
-    " --timeout {params.timeout} --repetitions {params.repetitions} --warmups {params.warmups}"
-    " --kernel-args {params.kernel_args:q} --out {output.records} --meta {output.meta}"
-    " --failed {params.failed:q} > {log} 2>&1"
+    "python -m movebench.launch --task {params.task:q} --launcher {params.launcher:q}"
+    " --timeout {params.timeout} --out {output.records:q} --meta {output.meta:q}"
+    " --failed {params.failed:q} > {log:q} 2>&1"
 )
-# Set in the shell prefix, not in the command, because Snakemake reruns a job whose command
-# text changed: jobs run the Python (and the mpich wheel's mpiexec) that runs snakemake,
-# whatever its path is spelled like, and the config hash and campaign name go to each point's
-# meta without a changed config rerunning points whose own parameters did not change.
-shell.prefix(
-    "set -euo pipefail; "
-    f'export PATH={shlex.quote(str(Path(sys.executable).parent))}:"$PATH"; '
-    f"export MOVEBENCH_CONFIG_HASH={CONFIG_HASH}; "
-    f"export MOVEBENCH_CAMPAIGN={shlex.quote(CAMPAIGN['name'])}; "
-)
+
+CAMPAIGN_RUN = campaign.CampaignRun(config, GRID, TASKS)
+CAMPAIGN_RUN.watch(workflow)
+
+
+def campaign_started():
+    """Before the first job: Slurm's preflight, and the services the points about to run need."""
+    CAMPAIGN_RUN.start(workflow)
+
+
+def campaign_ended(ok):
+    """Services stopped, the run's wall time kept; after a failure, the partial report."""
+    CAMPAIGN_RUN.end(ok)

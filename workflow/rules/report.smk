@@ -1,11 +1,32 @@
-# The self-contained HTML report, and the run's end whether it succeeded or not.
+# The self-contained HTML report, from the tables alone (and, when the campaign names them, an earlier
+# campaign's tables to compare with and a references file).
+from movebench import report_verdicts
+
+VERDICT_INPUTS = report_verdicts.inputs(config)
 
 
 rule report:
     input:
         summaries=expand(f"{TABLES}/{{family}}_summary.csv", family=GRID),
         parquet=expand(f"{TABLES}/{{family}}.parquet", family=GRID),
-        templates=list(Path(workflow.basedir, "report").glob("*.j2")),
+        points=expand(f"{TABLES}/{{family}}_points.csv", family=GRID),
+        compare_to=VERDICT_INPUTS["compare_to"],
+        references=VERDICT_INPUTS["references"],
+        templates=[str(p) for p in Path(workflow.basedir, "report").glob("*.j2")]
+        + [str(families.folder(f) / "report.html.j2") for f in GRID],
+        code=[
+            str(PACKAGE / name)
+            for name in (
+                "report.py",
+                "bounds.py",
+                "findings.py",
+                "report_verdicts.py",
+                "compare.py",
+                "references.py",
+                "core/units.py",
+            )
+        ]
+        + [str(families.folder(f) / "report.py") for f in GRID],
     output:
         report(
             f"{RESULTS}/report.html",
@@ -15,28 +36,9 @@ rule report:
     log:
         f"{LOGS}/report.log",
     conda:
-        "../../envs/report.yaml"
+        "../envs/report.yaml"
     params:
         config=config,
-        grid=GRID,
+        families=list(GRID),
     script:
         "../../scripts/report.py"
-
-
-onerror:
-    # A failed point stops its family's tables; still show what finished and what failed.
-    from movebench import report as html_report
-
-    try:
-        path = html_report.render_partial(config, GRID)
-        print(
-            f"movebench: some points failed; partial report at {path}",
-            file=sys.stderr,
-        )
-    except (
-        Exception
-    ) as exc:  # the run already failed: say why the report is missing, keep the first error
-        print(
-            f"movebench: could not render the partial report: {exc}",
-            file=sys.stderr,
-        )

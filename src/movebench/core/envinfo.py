@@ -7,6 +7,7 @@ import json
 import os
 import platform
 import re
+import resource
 import socket
 import subprocess
 import sys
@@ -16,26 +17,58 @@ from pathlib import Path
 REDACTED = "***"
 PACKAGES = ("movebench", "mpi4py", "mpich", "dragonhpc", "numpy", "pandas", "snakemake",
             "azure-storage-blob", "azure-storage-file-share", "azure-core")
-# Environment variables worth keeping: they change how MPI, Dragon, Slurm and the SDKs behave.
-KEPT_PREFIXES = ("SLURM_", "MPICH_", "MPIR_", "HYDRA_", "FI_", "UCX_", "OMP_", "DRAGON_",
-                 "AZURE_", "MOVEBENCH_", "PMI_", "I_MPI_", "OMPI_")
-_SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|PASSWD|SAS|CONNECTION_STRING|CREDENTIAL|SIG", re.I)
-# Secrets that hide inside other values: connection strings and SAS query strings.
-_SECRET_VALUE = re.compile(r"(AccountKey|SharedAccessSignature|sig|password|pwd)=([^;&\s]+)", re.I)
+
+# The environment a meta keeps: an allowlist of what changes how a transfer performs. Any other
+# variable is left out whatever its name, so a token in a variable nobody expected (a personal
+# access token, a proxy URL with a password) never reaches a meta file, the tables or the report.
+PERFORMANCE_PREFIXES = (
+    # MPI libraries and their launchers
+    "MPICH_", "MPIR_CVAR_", "HYDRA_", "I_MPI_", "OMPI_MCA_", "PMIX_MCA_", "PRTE_MCA_",
+    # fabrics
+    "FI_", "UCX_", "PSM2_", "PSM3_", "MLX5_", "IBV_", "NCCL_",
+    # Dragon
+    "DRAGON_",
+    # threads
+    "OMP_", "KMP_", "GOMP_",
+    # malloc and huge pages
+    "MALLOC_", "HUGETLB_",
+)
+PERFORMANCE_NAMES = frozenset({
+    "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "GLIBC_TUNABLES", "LD_PRELOAD",
+    # Slurm: where the job's tasks were placed, not who ran it
+    "SLURM_JOB_ID", "SLURM_JOB_NUM_NODES", "SLURM_JOB_NODELIST", "SLURM_NNODES", "SLURM_NTASKS",
+    "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_CPUS_PER_TASK", "SLURM_CPUS_ON_NODE",
+    "SLURM_JOB_CPUS_PER_NODE", "SLURM_CPU_BIND", "SLURM_CPU_BIND_TYPE", "SLURM_CPU_BIND_LIST",
+    "SLURM_DISTRIBUTION", "SLURM_HINT", "SLURM_MEM_PER_NODE", "SLURM_MEM_PER_CPU", "SLURM_STEP_NUM_NODES",
+    "SLURM_STEP_NUM_TASKS", "SLURM_STEP_NODELIST", "SLURM_STEP_TASKS_PER_NODE", "SLURM_JOB_PARTITION",
+    "SLURM_MPI_TYPE", "SLURM_EXCLUSIVE", "SLURM_OVERCOMMIT", "SLURM_THREADS_PER_CORE",
+})
+# Kept names that still look like they hold a secret lose their value entirely.
+_SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|PASSWD|SAS|CONNECTION_STRING|CREDENTIAL|SIG|AUTH", re.I)
+# Secrets inside a value: a URL's user:password@, connection-string and SAS fields, bearer tokens.
+_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/\s@]+)@")
+_SECRET_FIELD = re.compile(
+    r"(?P<key>AccountKey|SharedAccessSignature|SharedAccessKey|sig|password|passwd|pwd|token|access_token|"
+    r"client_secret|api[-_]?key|secret)(?P<sep>=|:\s*)(?P<value>[^;&\s,\"']+)", re.I)
+_BEARER = re.compile(r"(?P<key>Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{8,}", re.I)
+
+
+def keep_variable(name: str) -> bool:
+    """Whether an environment variable is one a meta keeps (movebench's allowlist)."""
+    return name in PERFORMANCE_NAMES or name.startswith(PERFORMANCE_PREFIXES)
 
 
 def redact_value(value: str) -> str:
-    return _SECRET_VALUE.sub(lambda m: f"{m.group(1)}={REDACTED}", value)
+    """`value` with every credential in it replaced by ***: URL userinfo, key=value secrets, bearer tokens."""
+    value = _URL_USERINFO.sub(lambda m: f"{m['scheme']}{REDACTED}@", value)
+    value = _SECRET_FIELD.sub(lambda m: f"{m['key']}{m['sep']}{REDACTED}", value)
+    return _BEARER.sub(lambda m: f"{m['key']} {REDACTED}", value)
 
 
 def redact_env(env: dict) -> dict:
-    """Keep the interesting variables; names that look secret lose their value entirely."""
-    kept = {}
-    for name, value in sorted(env.items()):
-        if not name.startswith(KEPT_PREFIXES):
-            continue
-        kept[name] = REDACTED if _SECRET_NAME.search(name) else redact_value(value)
-    return kept
+    """The allowlisted variables, credentials scrubbed from their values (names that look secret: no value)."""
+    return {name: REDACTED if _SECRET_NAME.search(name) else redact_value(value)
+            for name, value in sorted(env.items()) if keep_variable(name)}
 
 
 def package_versions() -> dict:
@@ -79,6 +112,7 @@ def config_hash(config: dict) -> str:
 def capture(**extra) -> dict:
     """What a reader needs to trust or reproduce a number; `extra` adds launcher-specific facts."""
     meta = {
+        **memory_settings(),
         "hostname": socket.gethostname(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
@@ -90,4 +124,110 @@ def capture(**extra) -> dict:
         "environment": redact_env(dict(os.environ)),
     }
     meta.update(extra)
+    meta["fingerprint"] = fingerprint(meta)
     return meta
+
+
+# --- the environment fingerprint: what two runs must share for their numbers to be compared ---
+
+THP_PATH = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+FINGERPRINT_PACKAGES = ("movebench", "mpi4py", "mpich", "numpy", "dragonhpc",
+                        "azure-storage-blob", "azure-storage-file-share", "azure-core")
+# Tuning variables only: MPI, fabric, OpenMP and allocator settings, and the Dragon knobs its docs tell users to set.
+# Dragon exports dozens of DRAGON_* per run (channel descriptors, puids) that differ every time, hence names, not a
+# prefix; likewise PMI_* and SLURM_* (ranks, job ids) are left out.
+FINGERPRINT_ENV_PREFIXES = ("MPICH_", "MPIR_CVAR_", "FI_", "UCX_", "OMP_", "I_MPI_", "OMPI_MCA_", "HYDRA_")
+FINGERPRINT_ENV_NAMES = ("DRAGON_DEFAULT_SEG_SZ", "DRAGON_INF_SEG_SZ", "DRAGON_HSTA_TRANSPORT_TYPE",
+                         "DRAGON_HSTA_MAX_EJECTION_MB", "DRAGON_HSTA_MAX_GETMSG_MB", "DRAGON_GW_CAPACITY",
+                         "DRAGON_NUM_GW_CHANNELS_PER_NODE", "DRAGON_TRANSPORT_AGENT", "DRAGON_BASEPOOL",
+                         "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GLIBC_TUNABLES", "MALLOC_ARENA_MAX")
+# Logging knobs: launch sets them to have the MPI libraries report their transport (core/transport.py); they
+# change what is printed, not what is measured.
+FINGERPRINT_ENV_IGNORED = ("UCX_LOG_LEVEL", "MPIR_CVAR_DEBUG_SUMMARY")
+_MPI_NAMES = (("cray mpich", "Cray MPICH"), ("intel(r) mpi", "Intel MPI"), ("intel mpi", "Intel MPI"),
+              ("open mpi", "Open MPI"), ("mvapich", "MVAPICH"), ("mpich", "MPICH"), ("microsoft mpi", "MS-MPI"))
+
+
+def memory_settings() -> dict:
+    """Page size and transparent-huge-page mode: large-message figures move by up to 1.6x with THP here."""
+    try:
+        thp = THP_PATH.read_text().strip()
+        match = re.search(r"\[(\w+)\]", thp)
+        thp = match.group(1) if match else thp
+    except OSError:
+        thp = None
+    return {"page_size": os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else None,
+            "transparent_hugepage": thp}
+
+
+def mpi_library_name(library_version: str | None) -> tuple[str | None, str | None]:
+    """("MPICH", "5.0.2") from the first line of MPI_Get_library_version; (None, None) without MPI."""
+    if not library_version:
+        return None, None
+    lowered = library_version.lower()
+    name = next((pretty for key, pretty in _MPI_NAMES if key in lowered), library_version.split()[0])
+    version = re.search(r"\d+(?:\.\d+)+", library_version)
+    return name, version.group(0) if version else None
+
+
+def fingerprint(meta: dict) -> dict:
+    """The comparability facts of a point, from its meta alone (so older metas get one when read).
+
+    `mpi_library` is the implementation's name: an MPI upgrade (a new `mpi_library_version`)
+    is what a comparison is for, a different implementation is not the same experiment.
+    """
+    name, version = mpi_library_name(meta.get("mpi_library"))
+    packages = meta.get("packages") or {}
+    env = meta.get("environment") or {}
+    hosts = meta.get("nodes") or meta.get("hostnames") or ([meta["hostname"]] if meta.get("hostname") else [])
+    return {
+        "mpi_library": name,
+        "mpi_library_version": version,
+        "mpi_version": meta.get("mpi_version"),
+        "mpi_thread_level": meta.get("mpi_thread_level"),
+        "packages": {k: packages.get(k) for k in FINGERPRINT_PACKAGES},
+        "hosts": sorted(set(hosts)),
+        "cpu_model": meta.get("cpu_model"),
+        "page_size": meta.get("page_size"),
+        "transparent_hugepage": meta.get("transparent_hugepage"),
+        "env": {k: v for k, v in sorted(env.items()) if k not in FINGERPRINT_ENV_IGNORED
+                and (k.startswith(FINGERPRINT_ENV_PREFIXES) or k in FINGERPRINT_ENV_NAMES)},
+    }
+
+
+class HostLoad:
+    """CPUs kept busy on this host by processes other than ours (and our descendants) from now to `finish`.
+
+    A benchmark beside another busy process measures both; compare warns when either side ran so.
+    Exact for the local profile (every rank descends from this process); under Slurm the ranks run
+    on other nodes and this only describes the submitting host.
+    """
+
+    def __init__(self):
+        self.start = (_host_busy_cpu_seconds(), _children_cpu_seconds(), os.times().elapsed)
+
+    def finish(self) -> dict | None:
+        busy0, ours0, t0 = self.start
+        busy1, ours1, t1 = _host_busy_cpu_seconds(), _children_cpu_seconds(), os.times().elapsed
+        if busy0 is None or busy1 is None or t1 <= t0:
+            return None
+        wall = t1 - t0
+        ours = (ours1 - ours0) / wall
+        busy = (busy1 - busy0) / wall
+        return {"cpus": os.cpu_count(), "busy_cpus": round(busy, 3), "campaign_cpus": round(ours, 3),
+                "other_cpus": round(max(busy - ours, 0.0), 3)}
+
+
+def _host_busy_cpu_seconds() -> float | None:
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    except (OSError, ValueError, IndexError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    # guest time is already inside user time
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def _children_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 _UNITS = {
@@ -26,6 +27,9 @@ _UNITS = {
 }
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 SIZE_HINT = "a byte count or a size such as 4KiB, 1MiB, 2GiB (powers of 1024) or 4kB, 1MB (powers of 1000)"
+#: Most sizes one range may give: above it a range is refused before its list is built (a tiny factor
+#: over a wide range would give hundreds of thousands of points and stall Snakemake's DAG).
+MAX_RANGE_SIZES = 5000
 
 
 class SizeError(ValueError):
@@ -61,20 +65,37 @@ def format_size(nbytes: int) -> str:
     return f"{nbytes}B"
 
 
-def expand_sizes(spec) -> list[int]:
+def range_sizes(start: int, stop: int, factor: float, limit: int = MAX_RANGE_SIZES) -> list[int]:
+    """The distinct round(start x factor^k) <= stop, in order; SizeError past `limit` sizes, before building more.
+
+    Steps that round to a size already taken are skipped in one jump (a factor of 1.0001 from 1 byte
+    would otherwise take thousands of steps per byte), so the work is bounded by `limit` too.
+    """
+    sizes: list[int] = []
+    exponent = 0
+    log_factor = math.log(factor)
+    while True:
+        size = round(start * factor**exponent)
+        if size > stop:
+            return sizes
+        if len(sizes) == limit:
+            raise SizeError(f"range from {start} to {stop} by factor {factor} gives more than {limit} sizes: "
+                            "use a larger factor or a narrower range")
+        sizes.append(size)
+        # The first exponent whose size rounds above this one: start x factor^k >= size + 0.5.
+        exponent = max(exponent + 1, math.ceil(math.log((size + 0.5) / start) / log_factor))
+
+
+def expand_sizes(spec, limit: int = MAX_RANGE_SIZES) -> list[int]:
     """A size, a list of sizes, or a range {from, to, factor} -> sorted distinct byte counts."""
     if isinstance(spec, dict):
         start, stop = parse_size(spec["from"]), parse_size(spec["to"])
         factor = spec.get("factor", 2)
         if start < 1 or stop < start:
             raise SizeError(f"range from {spec['from']!r} to {spec['to']!r} is empty: 'from' must be >= 1 and <= 'to'")
-        if not isinstance(factor, (int, float)) or isinstance(factor, bool) or factor <= 1:
-            raise SizeError(f"range factor {factor!r} must be a number > 1")
-        sizes, size = [], float(start)
-        while round(size) <= stop:
-            sizes.append(int(round(size)))
-            size *= factor
-        return sorted(set(sizes))
+        if not isinstance(factor, (int, float)) or isinstance(factor, bool) or not math.isfinite(factor) or factor <= 1:
+            raise SizeError(f"range factor {factor!r} must be a finite number > 1")
+        return range_sizes(start, stop, float(factor), limit)
     if isinstance(spec, list):
         return sorted({parse_size(v) for v in spec})
     return [parse_size(spec)]

@@ -1,4 +1,4 @@
-"""Azurite, the Azure Blob Storage emulator, for `make run` and the tests.
+"""Azurite, the Azure Blob Storage emulator, for campaigns and the tests.
 
 Azurite (npm package `azurite`) is installed into a project-local prefix
 (`.node/`, ignored by git) on first use, and started on 127.0.0.1 with a port
@@ -10,9 +10,10 @@ newer REST version than Azurite knows) and `--loose`. It is stopped by PID.
 Points reach it through `MOVEBENCH_AZURITE_CONNECTION_STRING` (the io family's
 `blob.emulator: azurite` reads that variable, and never AZURE_STORAGE_CONNECTION_STRING,
 which may hold a real account's), put into the environment that Snakemake, and so
-every point job, inherits: by `make run` (the io family's `services` hook), by
-`run -- snakemake ...` below, or by `eval "$(python -m movebench.services.azurite env)"`
-after `up`. Azurite's
+every point job, inherits: by the workflow itself when a blob point on the emulator is
+about to run (the io family's `services` hook, entered in the Snakefile's onstart), by
+`run -- COMMAND` below, or by `eval "$(python -m movebench.services.azurite env)"`
+after `up` (then the workflow uses that one). Azurite's
 account key is the public development key; it is still a secret as far as
 records, meta and logs go (movebench.core.envinfo redacts `AccountKey=`).
 
@@ -42,7 +43,6 @@ DEV_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFP
 # Not AZURE_STORAGE_CONNECTION_STRING: a real account's string there must never meet an emulated run.
 ENV_VAR = "MOVEBENCH_AZURITE_CONNECTION_STRING"
 VERSION = "3"
-SKIP_ENV = "MOVEBENCH_SKIP_BACKENDS"
 _LISTENING = re.compile(r"Blob service (?:is )?successfully listens on https?://[\d.]+:(\d+)")
 
 
@@ -98,8 +98,11 @@ def connection_string(port: int, host: str = "127.0.0.1") -> str:
 class Azurite:
     """One Azurite blob service process."""
 
-    def __init__(self, location: str | None = None, port: int = 0, log: str | None = None):
+    def __init__(self, location: str | None = None, port: int = 0, log: str | None = None,
+                 die_with_parent: bool = False):
         self.location, self.requested_port, self.log_path = location, port, log
+        # Started by a workflow's onstart: if snakemake is killed before its onerror runs, Azurite goes too.
+        self.die_with_parent = die_with_parent
         self.process: subprocess.Popen | None = None
         self.pid: int | None = None
         self.port: int | None = None
@@ -142,6 +145,7 @@ class Azurite:
             stdin=subprocess.DEVNULL,
             cwd=self.location or tempfile.gettempdir(),
             start_new_session=True,
+            preexec_fn=_terminate_with_parent if self.die_with_parent else None,
         )
         self.pid = self.process.pid
         deadline = time.monotonic() + timeout
@@ -182,6 +186,14 @@ class Azurite:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+def _terminate_with_parent() -> None:
+    """In the child before exec: SIGTERM when the process that started it dies (Linux's PR_SET_PDEATHSIG)."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
 
 
 def answers(port: int, host: str = "127.0.0.1") -> bool:
@@ -290,14 +302,8 @@ def _run(args) -> int:
     env = dict(os.environ)
     why = node_missing()
     if why:
-        # Loud, and the io family leaves blob out of its grid (and says so in the report).
-        print(
-            f"movebench: WARNING: {why}; the io family's blob backend is skipped in this run.",
-            file=sys.stderr,
-            flush=True,
-        )
-        env[SKIP_ENV] = ",".join(x for x in (env.get(SKIP_ENV, ""), "blob") if x)
-        return subprocess.call(command, env=env)
+        print(f"movebench: cannot start Azurite: {why}", file=sys.stderr, flush=True)
+        return 1
     service = Azurite(location=args.location)
     try:
         service.start()

@@ -1,13 +1,16 @@
-"""A real, self-contained Slurm test cluster on this one machine.
+"""A real, self-contained Slurm test cluster on this one machine, whose nodes are hosts of their own.
 
-``LocalSlurmCluster`` starts Debian's Slurm (22.05 on Debian 12) with its own
-munged, one slurmctld and two slurmd that simulate two nodes ``n1`` and ``n2``
-on ``127.0.0.1``.  It is meant for tests and for trying the project's
-``slurm`` profile without a real cluster::
+``LocalSlurmCluster`` starts Debian's Slurm (22.05 on Debian 12) with its own munged, one slurmctld
+and N slurmd (default 2): nodes ``n1``, ``n2``, ... Each node is a network namespace with its own
+UTS namespace (host name ``n1``), its own address on a bridge of the project's own (198.18.0.11,
+.12, ...; see ``movebench.testcluster.netns``) and its own /dev/shm; its slurmd, and every job step
+it starts, live there. slurmctld and munged run on the host, which reaches the bridge as
+198.18.0.1; munged's socket is a path every node sees. It is meant for tests and for trying the
+project's ``slurm`` profile without a real cluster::
 
-    python -m movebench.testcluster up      # or: make slurm-up
+    python -m movebench.testcluster up [--nodes 4] [--link "rate=5gbit"]   # or: make slurm-up
     sbatch -N 2 --wrap 'srun hostname'
-    python -m movebench.testcluster down    # or: make slurm-down
+    python -m movebench.testcluster down                                   # or: make slurm-down
 
 Layout of the state directory (default ``/tmp/movebench-slurm``, or
 ``$MOVEBENCH_SLURM_DIR``, or ``--dir``; outside the repository, since the
@@ -15,12 +18,12 @@ cluster is host-wide anyway: it owns ``/etc/slurm/slurm.conf``)::
 
     slurm.conf          the configuration (also installed as /etc/slurm/slurm.conf)
     slurm.n1.conf ...   each slurmd's copy (differs in TmpFS only)
-    state.json          pids, ports and paths of the running cluster
+    state.json          pids, ports, nodes, link shape and the network that was built
     munge/              munge.key, munge.socket, munged.pid/.log/.seed
     ctld/               StateSaveLocation of slurmctld
-    spool/n1, spool/n2  SlurmdSpoolDir of each node
-    tmp/n1, tmp/n2      a private TmpFS per node (see below)
-    log/                slurmctld.log, slurmd.n1.log, slurmd.n2.log
+    spool/n1, ...       SlurmdSpoolDir of each node
+    tmp/n1, ...         a private TmpFS per node (see below)
+    log/                slurmctld.log, slurmd.n1.log, ...
     run/                pid files
 
 Why the configuration is written to ``/etc/slurm/slurm.conf``: the Snakemake
@@ -34,8 +37,8 @@ Job status: no slurmdbd runs, so ``sacct`` does not work.  Use
 ``squeue`` for status (Snakemake: ``slurm-status-command: squeue``);
 ``MinJobAge`` is 3600 s so finished jobs stay visible to ``squeue``.
 
-Every daemon is stopped by the pid it wrote in its pid file; nothing is killed
-by name.
+Every daemon is stopped by the pid it wrote in its pid file, every namespace and link removed by
+its name, and what is left inside a node's namespace killed by its PID; nothing is killed by name.
 """
 
 from __future__ import annotations
@@ -49,21 +52,39 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
+
+from movebench.testcluster import netns
+from movebench.testcluster.netns import HEAD_ADDR, LinkShape, NetworkError
 
 SYSTEM_CONF = Path("/etc/slurm/slurm.conf")
 BACKUP_SUFFIX = ".movebench-backup"
 MARKER = "# movebench LocalSlurmCluster, state dir: "
-NODE_NAMES = ("n1", "n2")
+DEFAULT_NODES = 2
+SLURMD_PORT = 6818  # every node has its own address, so every slurmd takes Slurm's default port
 PARTITION = "debug"
 CLUSTER_NAME = "movebench"
 MIN_JOB_AGE_S = 3600
+# a node that stops answering is DOWN (its jobs NODE_FAIL) after this many seconds
+SLURMD_TIMEOUT_S = 20
 REQUIRED_BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "srun", "squeue", "sinfo", "scontrol", "scancel")
 APT_PACKAGES = ("slurm-wlm", "munge")
 
 
 class SlurmClusterError(RuntimeError):
     """The cluster could not be installed, started or stopped."""
+
+
+def read_nodes(value) -> int:
+    """NODES from the command line or make: a whole number from 1 to netns.MAX_NODES, else a one-line error."""
+    try:
+        n = int(str(value).strip())
+    except ValueError:
+        n = 0
+    if not 1 <= n <= netns.MAX_NODES:
+        raise SlurmClusterError(f"NODES={value!r}: the test cluster takes 1 to {netns.MAX_NODES} nodes")
+    return n
 
 
 def default_state_dir() -> Path:
@@ -134,18 +155,10 @@ def ensure_installed(*, log=print) -> bool:
 # --------------------------------------------------------------------------- helpers
 
 
-def _free_port(preferred: int | None = None) -> int:
-    if preferred is not None:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            # as the daemons do: a port in TIME_WAIT from a previous run is free
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                s.bind(("127.0.0.1", preferred))
-                return preferred
-            except OSError:
-                pass
+def _free_port() -> int:
+    """A port free on every address of the host (slurmctld listens on all of them)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind(("", 0))
         return s.getsockname()[1]
 
 
@@ -202,17 +215,22 @@ def _mem_per_node_mb(nodes: int) -> int:
 
 
 class LocalSlurmCluster:
-    """Munged + slurmctld + two slurmd (nodes n1, n2) under one state directory.
+    """Munged + slurmctld + one slurmd per node (n1, n2, ...), each node in namespaces of its own.
 
     Use as a context manager, or call ``start()`` / ``stop()``.  ``start()``
-    returns once both nodes are idle, or raises ``SlurmClusterError`` with the
+    returns once every node is idle, or raises ``SlurmClusterError`` with the
     daemons' log tails (it never waits longer than ``start_timeout``).
+
+    ``nodes`` (a count) and ``link`` (``"rate=5gbit"``, see ``netns.LinkShape``) default to what the
+    state directory's running cluster has, else 2 nodes and unshaped links.
     """
 
     def __init__(
         self,
         root_dir: str | os.PathLike | None = None,
         *,
+        nodes: int | None = None,
+        link: str | LinkShape | None = None,
         cpus_per_node: int = 2,
         start_timeout: float = 60.0,
         install: bool = True,
@@ -225,7 +243,16 @@ class LocalSlurmCluster:
         self.install = install
         self.conf_path = Path(conf_path)
         self.backup_path = self.conf_path.with_name(self.conf_path.name + BACKUP_SUFFIX)
-        self.nodes = NODE_NAMES
+        state = self._load_state()
+        count = read_nodes(nodes) if nodes is not None else len(state.get("nodes", [])) or DEFAULT_NODES
+        self.nodes = netns.node_names(count)
+        try:
+            self.link = LinkShape.parse(link) if isinstance(link, str) or link is None else link
+        except NetworkError as e:
+            raise SlurmClusterError(str(e)) from None
+        if link is None and state.get("link"):
+            self.link = LinkShape.parse(state["link"])
+        self._link_asked = link is not None
         self._log = log or (lambda msg: print(f"[slurm-cluster] {msg}", file=sys.stderr))
         self.started_at: float | None = None
         self.startup_seconds: float | None = None
@@ -247,9 +274,9 @@ class LocalSlurmCluster:
     def local_conf(self) -> Path:
         return self.root / "slurm.conf"
 
-    def _pidfiles(self) -> dict[str, Path]:
+    def _pidfiles(self, nodes=None) -> dict[str, Path]:
         run = self.root / "run"
-        files = {f"slurmd.{n}": run / f"slurmd.{n}.pid" for n in self.nodes}
+        files = {f"slurmd.{n}": run / f"slurmd.{n}.pid" for n in (nodes or self.nodes)}
         files["slurmctld"] = run / "slurmctld.pid"
         files["munged"] = self.munge_dir / "munged.pid"
         return files  # stop order: slurmd, slurmctld, munged
@@ -266,12 +293,70 @@ class LocalSlurmCluster:
         except (OSError, ValueError):
             return {}
 
+    def _save_state(self, **changes) -> None:
+        state = self._load_state()
+        state.update(changes)
+        self.state_file.write_text(json.dumps(state, indent=2))
+
     def running_daemons(self) -> dict[str, int | None]:
         """Pid of each daemon, or None if it is not running."""
         return {name: (pid if _pid_alive(pid := _read_pid(path)) else None) for name, path in self._pidfiles().items()}
 
     def is_running(self) -> bool:
         return all(self.running_daemons().values())
+
+    # the nodes as hosts
+    def node_addr(self, node: str) -> str:
+        return netns.node_addr(node)
+
+    def node_pid(self, node: str) -> int:
+        pid = _read_pid(self._pidfiles()[f"slurmd.{node}"])
+        if not _pid_alive(pid):
+            raise SlurmClusterError(f"node {node}: its slurmd is not running")
+        return pid
+
+    def on_node(self, node: str, *argv: str, timeout: float = 30, check: bool = True, **kw):
+        """Run a program on a node, as its jobs run there: its network, host name, /etc/hosts and /dev/shm."""
+        return self.run(*netns.enter_prefix(self.node_pid(node)), *argv, timeout=timeout, check=check, **kw)
+
+    def node_shm(self, node: str) -> Path:
+        """The node's own /dev/shm, seen from the host (through its slurmd's mount namespace)."""
+        return Path(f"/proc/{self.node_pid(node)}/root/dev/shm")
+
+    def node_processes(self, node: str) -> dict[int, str]:
+        """PID -> command line of every process on the node but its slurmd (job steps, their tasks, leftovers)."""
+        slurmd = _read_pid(self._pidfiles()[f"slurmd.{node}"])
+        found = {}
+        for pid in netns.namespace_pids(netns.node_ns(node)):
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if pid != slurmd and cmdline:
+                found[pid] = cmdline.strip()
+        return found
+
+    def set_link(self, link: str | LinkShape | None) -> LinkShape | None:
+        """Shape every node's link now (None: unshaped). Running jobs feel it at once."""
+        try:
+            shape = LinkShape.parse(link) if isinstance(link, str) or link is None else link
+            netns.apply_link(self.nodes, shape)
+        except NetworkError as e:
+            raise SlurmClusterError(str(e)) from None
+        self.link = shape
+        self._save_state(link=str(shape) if shape else None)
+        self._log(f"links: {shape or 'unshaped'}")
+        return shape
+
+    @contextmanager
+    def shaped(self, link: str | LinkShape | None):
+        """``with cluster.shaped("rate=1gbit"): ...``: the links shaped inside the block, as before after it."""
+        before = self.link
+        shape = self.set_link(link)
+        try:
+            yield shape
+        finally:
+            self.set_link(before)
 
     # configuration
     def _write_munge_key(self) -> None:
@@ -291,18 +376,20 @@ class LocalSlurmCluster:
             key.write_bytes(os.urandom(1024))
         key.chmod(0o400)
 
-    def render_conf(self, ctld_port: int, node_ports: dict[str, int]) -> str:
+    def render_conf(self, ctld_port: int) -> str:
         r = self.root
         mem = _mem_per_node_mb(len(self.nodes))
         node_lines = "\n".join(
-            f"NodeName={n} NodeHostname=localhost NodeAddr=127.0.0.1 Port={node_ports[n]} "
+            f"NodeName={n} NodeHostname={n} NodeAddr={self.node_addr(n)} Port={SLURMD_PORT} "
             f"CPUs={self.cpus_per_node} RealMemory={mem} State=UNKNOWN"
             for n in self.nodes
         )
         return f"""{MARKER}{r}
 # Written by movebench.testcluster; removed (or the original restored) at stop.
 ClusterName={CLUSTER_NAME}
-SlurmctldHost=localhost(127.0.0.1)
+# "localhost" is the one name slurmctld accepts whatever the host's name; the nodes reach it on
+# the host's side of the cluster's bridge.
+SlurmctldHost=localhost({HEAD_ADDR})
 SlurmctldPort={ctld_port}
 SlurmUser=root
 SlurmdUser=root
@@ -320,7 +407,10 @@ SlurmctldDebug=info
 SlurmdDebug=info
 TmpFS={r}/tmp
 ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+# task/affinity so that `srun --cpu_bind=none` (Dragon starts its back ends so) is accepted; no binding
+# by default: every node has the same two CPUs of this host
+TaskPlugin=task/affinity
+TaskPluginParam=None
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
@@ -341,13 +431,16 @@ MinJobAge={MIN_JOB_AGE_S}
 # of an earlier cluster made the next job with the same id fail in MPI_Init.
 FirstJobId={first_job_id(time.time())}
 KillWait=5
+# A job whose node fails ends NODE_FAIL instead of going back to the queue, where it would wait for the node
+# (Snakemake would see a PENDING job for as long as the node is down).
+JobRequeue=0
 InactiveLimit=0
 SlurmctldTimeout=30
-SlurmdTimeout=60
+SlurmdTimeout={SLURMD_TIMEOUT_S}
 MessageTimeout=10
 {node_lines}
 PartitionName={PARTITION} Nodes={",".join(self.nodes)} Default=YES MaxTime=INFINITE \
-    MaxNodes={len(self.nodes)} State=UP OverSubscribe=NO
+    MaxNodes={len(self.nodes)} State=UP OverSubscribe=EXCLUSIVE
 """
 
     def node_conf(self, node: str) -> Path:
@@ -357,7 +450,7 @@ PartitionName={PARTITION} Nodes={",".join(self.nodes)} Default=YES MaxTime=INFIN
         self.local_conf.write_text(text)
         # Each slurmd reads its own copy that differs only in TmpFS: the PMIx
         # plugin makes "<TmpFS>/spmix_appdir_<uid>_<job>.<step>" on every
-        # node, and two nodes on one host would collide on the same path.
+        # node, and the nodes share this host's /tmp.
         for n in self.nodes:
             (self.root / "tmp" / n).mkdir(parents=True, exist_ok=True)
             (self.root / "tmp" / n).chmod(0o1777)
@@ -366,12 +459,7 @@ PartitionName={PARTITION} Nodes={",".join(self.nodes)} Default=YES MaxTime=INFIN
         if self.conf_path.exists() or self.conf_path.is_symlink():
             current = self.conf_path.read_text(errors="replace") if self.conf_path.exists() else ""
             if current.startswith(MARKER):
-                other = Path(current.splitlines()[0][len(MARKER) :].strip())
-                if other != self.root and LocalSlurmCluster(other, install=False).running_daemons()["slurmctld"]:
-                    raise SlurmClusterError(
-                        f"another movebench Slurm cluster (state dir {other}) owns {self.conf_path}; "
-                        f"stop it first: python -m movebench.testcluster down --dir {other}"
-                    )
+                self._refuse_if_another_runs()
                 # stale file of ours: overwrite, the real backup (if any) is already saved
             elif not self.backup_path.exists():
                 os.replace(self.conf_path, self.backup_path)
@@ -379,6 +467,20 @@ PartitionName={PARTITION} Nodes={",".join(self.nodes)} Default=YES MaxTime=INFIN
         tmp = self.conf_path.with_name(self.conf_path.name + ".movebench-tmp")
         tmp.write_text(text)
         os.replace(tmp, self.conf_path)
+
+    def _refuse_if_another_runs(self) -> None:
+        """One cluster per host (it owns /etc/slurm/slurm.conf and the namespaces' names): refuse to touch
+        anything while another state directory's cluster runs."""
+        try:
+            first = self.conf_path.read_text(errors="replace").splitlines()[0]
+        except (OSError, IndexError):
+            return
+        if not first.startswith(MARKER):
+            return
+        other = Path(first[len(MARKER) :].strip())
+        if other != self.root and any(LocalSlurmCluster(other, install=False).running_daemons().values()):
+            raise SlurmClusterError(f"another movebench Slurm cluster (state dir {other}) runs on this host; "
+                                    f"stop it first: python -m movebench.testcluster down --dir {other}")  # fmt: skip
 
     def _restore_conf(self) -> None:
         try:
@@ -428,16 +530,21 @@ PartitionName={PARTITION} Nodes={",".join(self.nodes)} Default=YES MaxTime=INFIN
             ensure_installed(log=self._log)
         if os.geteuid() != 0:
             raise SlurmClusterError("LocalSlurmCluster runs its daemons as root (SlurmUser=root); run as root")
-        if self.is_running():
+        try:
+            netns.check_link(self.link)
+        except NetworkError as e:
+            raise SlurmClusterError(str(e)) from None
+        self._refuse_if_another_runs()
+        state = self._load_state()
+        if self.is_running() and state.get("nodes") == self.nodes:
             self._log(f"already running (state dir {self.root})")
+            if self._link_asked:
+                self.set_link(self.link)
             self._wait_idle(t0)
             return self
-        if any(self.running_daemons().values()):
-            self._log("a previous start left some daemons behind: stopping them first")
-            self.stop()
-        # fresh state on every start: no jobs, no node states from before
-        for sub in ("ctld", "spool", "tmp", "log", "run"):
-            shutil.rmtree(self.root / sub, ignore_errors=True)
+        # Whatever an earlier start left (daemons killed, namespaces and links still there, a cluster of
+        # another size): removed first, by the names and PIDs it recorded.
+        self.stop(quiet=True)
         self.root.mkdir(parents=True, exist_ok=True)
         if self.root.stat().st_uid != os.geteuid():
             raise SlurmClusterError(f"state dir {self.root} is not owned by uid {os.geteuid()}")
@@ -447,25 +554,16 @@ PartitionName={PARTITION} Nodes={",".join(self.nodes)} Default=YES MaxTime=INFIN
         self._write_munge_key()
 
         ctld_port = _free_port()
-        node_ports: dict[str, int] = {}
-        for i, n in enumerate(self.nodes):
-            port = _free_port(17001 + i)
-            while port == ctld_port or port in node_ports.values():
-                port = _free_port()
-            node_ports[n] = port
-        self._install_conf(self.render_conf(ctld_port, node_ports))
-        self.state_file.write_text(
-            json.dumps(
-                {
-                    "root": str(self.root),
-                    "conf": str(self.conf_path),
-                    "slurmctld_port": ctld_port,
-                    "slurmd_ports": node_ports,
-                },
-                indent=2,
-            )
-        )
+        self._install_conf(self.render_conf(ctld_port))
+        self.state_file.write_text(json.dumps({"root": str(self.root), "conf": str(self.conf_path),
+                                               "slurmctld_port": ctld_port, "nodes": self.nodes,
+                                               "addresses": {n: self.node_addr(n) for n in self.nodes},
+                                               "link": str(self.link) if self.link else None,
+                                               "network": netns.leftover_record(self.nodes)}, indent=2))  # fmt: skip
         try:
+            self._save_state(network=netns.create(self.nodes))
+            if self.link is not None:
+                netns.apply_link(self.nodes, self.link)
             self._start_munged()
             self._start_daemon(["slurmctld", "-f", str(self.conf_path)], "slurmctld")
             self._wait(
@@ -474,19 +572,27 @@ PartitionName={PARTITION} Nodes={",".join(self.nodes)} Default=YES MaxTime=INFIN
                 "slurmctld answers scontrol ping",
             )
             for n in self.nodes:
-                self._start_daemon(["slurmd", "-f", str(self.node_conf(n)), "-N", n], f"slurmd.{n}")
+                self._start_slurmd(n)
             self._wait_idle(t0)
-        except BaseException:
+        except BaseException as e:
             diag = self._diagnostics()
-            self.stop()
+            self.stop(quiet=True)
+            if isinstance(e, NetworkError):
+                raise SlurmClusterError(str(e)) from None
             raise SlurmClusterError(f"Slurm cluster failed to start:\n{diag}") from None
         self.started_at = time.time()
         self.startup_seconds = time.monotonic() - t0
         self._log(
-            f"up in {self.startup_seconds:.1f}s: nodes {', '.join(self.nodes)} idle, "
+            f"up in {self.startup_seconds:.1f}s: nodes {', '.join(self.nodes)} idle "
+            f"({', '.join(self.node_addr(n) for n in self.nodes)}), links {self.link or 'unshaped'}, "
             f"conf {self.conf_path}, state {self.root}"
         )
         return self
+
+    def _start_slurmd(self, node: str) -> None:
+        exe = shutil.which("slurmd", path=_sbin_path()) or "slurmd"
+        argv = [exe, "-f", str(self.node_conf(node)), "-N", node]
+        self._start_daemon([*netns.node_prefix(node, self.root / "run"), *argv], f"slurmd.{node}")
 
     def _start_munged(self) -> None:
         m = self.munge_dir
@@ -518,45 +624,113 @@ PartitionName={PARTITION} Nodes={",".join(self.nodes)} Default=YES MaxTime=INFIN
                 return
             if time.monotonic() > deadline:
                 raise SlurmClusterError(f"timed out waiting for {what}")
-            time.sleep(0.1)
+            time.sleep(0.05)
 
-    def _wait_idle(self, t0: float) -> None:
+    def _wait_idle(self, t0: float, nodes=None) -> None:
+        nodes = nodes or self.nodes
+
         def idle() -> bool:
             dead = [k for k, v in self.running_daemons().items() if v is None]
             if dead:
                 raise SlurmClusterError(f"daemon(s) died: {', '.join(dead)}")
             states = self.node_states()
-            return all(states.get(n, "").rstrip("*~#") == "idle" for n in self.nodes)
+            return all(states.get(n, "").rstrip("*~#") == "idle" for n in nodes)
 
-        self._wait(idle, t0, f"nodes {', '.join(self.nodes)} idle")
+        self._wait(idle, t0, f"nodes {', '.join(nodes)} idle")
 
-    def stop(self, timeout: float = 20.0) -> float:
-        """Cancel all jobs, stop every daemon by pid, restore /etc/slurm/slurm.conf.
+    def crash_node(self, node: str) -> list[int]:
+        """What a node's sudden death looks like to the others: its link goes dead first (no FIN or RST reaches
+        a peer, as with a power cut), then its slurmd and every process of its jobs are SIGKILLed.
+        Returns the PIDs killed. ``restart_node`` brings it back."""
+        ns = netns.node_ns(node)
+        netns.set_link_state(node, up=False)
+        pids = [p for p in netns.namespace_pids(ns) if p != os.getpid()]
+        for p in pids:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self._log(f"node {node} crashed: link down, {len(pids)} processes killed")
+        return pids
 
-        Returns the seconds it took.  Safe to call when nothing runs.
+    def restart_node(self, node: str, timeout: float = 120) -> None:
+        """A crashed node boots again: link up, a fresh slurmd; returns once Slurm has the node idle again."""
+        netns.kill_namespace_processes([netns.node_ns(node)])
+        netns.set_link_state(node, up=True)
+        shutil.rmtree(self.root / "spool" / node, ignore_errors=True)
+        (self.root / "spool" / node).mkdir(parents=True)
+        self._start_slurmd(node)
+        self._wait(lambda: self.node_states().get(node, "").rstrip("*~#") == "idle", time.monotonic(),
+                   f"node {node} idle again", timeout=timeout)  # fmt: skip
+
+    def restart(self, nodes: int | None = None) -> LocalSlurmCluster:
+        """Stop, then start again (with `nodes` nodes when given), keeping the link shape."""
+        self.stop()
+        if nodes is not None:
+            self.nodes = netns.node_names(read_nodes(nodes))
+        return self.start()
+
+    @contextmanager
+    def resized(self, nodes: int):
+        """``with cluster.resized(4): ...``: the cluster restarted with `nodes` nodes inside the block, then
+        restarted with as many as before (jobs of either are lost)."""
+        before = len(self.nodes)
+        self.restart(nodes)
+        try:
+            yield self
+        finally:
+            self.restart(before)
+
+    def stop(self, timeout: float = 20.0, quiet: bool = False) -> float:
+        """Cancel all jobs, stop every daemon by pid, kill what is left in the nodes' namespaces by pid,
+        remove the namespaces and links by name, restore /etc/slurm/slurm.conf, remove the state folder.
+
+        Returns the seconds it took.  Safe to call when nothing runs, and after a killed cluster.
         """
         t0 = time.monotonic()
-        pids = self.running_daemons()
+        state = self._load_state()
+        nodes = state.get("nodes") or self.nodes
+        pids = {name: (pid if _pid_alive(pid := _read_pid(path)) else None)
+                for name, path in self._pidfiles(nodes).items()}  # fmt: skip
         if pids.get("slurmctld"):
-            self.run("scancel", "--full", "--user", "root", check=False, timeout=15)
-            # give running steps a moment to go away
-            end = time.monotonic() + 10
-            while time.monotonic() < end:
-                r = self.run("squeue", "-h", "-t", "RUNNING,COMPLETING,PENDING,CONFIGURING", check=False, timeout=10)
-                if r.returncode != 0 or not r.stdout.strip():
-                    break
-                time.sleep(0.2)
+            try:
+                self.run("scancel", "--full", "--user", "root", check=False, timeout=15)
+                # give running steps a moment to go away
+                end = time.monotonic() + 10
+                while time.monotonic() < end:
+                    r = self.run("squeue", "-h", "-t", "RUNNING,COMPLETING,PENDING,CONFIGURING", check=False,
+                                 timeout=10)  # fmt: skip
+                    if r.returncode != 0 or not r.stdout.strip():
+                        break
+                    time.sleep(0.2)
+            except subprocess.TimeoutExpired:
+                # slurmctld busy with an unreachable node (a crashed one): what is left is killed below
+                self._log("scancel/squeue did not answer; stopping the daemons anyway")
         for pid in pids.values():  # slurmd first, munged last
             if pid:
                 _terminate(pid, timeout)
+        removed = netns.remove(state.get("network") or netns.leftover_record(nodes))
         self._restore_conf()
+        self._remove_state_dir()
         took = time.monotonic() - t0
-        self._log(f"stopped in {took:.1f}s (state dir {self.root})")
+        if not quiet or any(pids.values()) or removed:
+            self._log(f"stopped in {took:.1f}s (state dir {self.root}; removed {', '.join(removed) or 'no network'})")
         return took
+
+    def _remove_state_dir(self) -> None:
+        """Everything this cluster wrote in its state folder, then the folder if nothing else is in it."""
+        for sub in ("ctld", "spool", "tmp", "log", "run", "munge"):
+            shutil.rmtree(self.root / sub, ignore_errors=True)
+        for f in (self.local_conf, self.state_file, *self.root.glob("slurm.n*.conf")):
+            f.unlink(missing_ok=True)
+        try:
+            self.root.rmdir()
+        except OSError:
+            pass
 
     def status(self) -> dict:
         d = {"state_dir": str(self.root), "daemons": self.running_daemons(), **self._load_state()}
-        d["nodes"] = self.node_states() if d["daemons"].get("slurmctld") else {}
+        d["node_states"] = self.node_states() if d["daemons"].get("slurmctld") else {}
         return d
 
     def __enter__(self) -> LocalSlurmCluster:
@@ -587,31 +761,38 @@ def _terminate(pid: int, timeout: float) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m movebench.testcluster", description="A two-node Slurm test cluster on this host."
+        prog="python -m movebench.testcluster",
+        description="A Slurm test cluster whose nodes are network namespaces (docs/slurm-test-cluster.md).",
     )
     p.add_argument("action", choices=["up", "down", "status", "install"])
     p.add_argument("--dir", default=None, help="state directory (default $MOVEBENCH_SLURM_DIR or /tmp/movebench-slurm)")
+    p.add_argument("--nodes", default=None, help=f"number of nodes n1..nN (default {DEFAULT_NODES})")
+    p.add_argument("--link", default=None, help=f"shape every node's link: {netns.LINK_HELP}; \"\" unshaped "
+                   "(default: as the running cluster has it)")
     p.add_argument("--cpus-per-node", type=int, default=2)
     p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the nodes to become idle")
     a = p.parse_args(argv)
-    c = LocalSlurmCluster(a.dir, cpus_per_node=a.cpus_per_node, start_timeout=a.timeout)
     try:
+        nodes = None if a.nodes in (None, "") else read_nodes(a.nodes)
+        c = LocalSlurmCluster(a.dir, nodes=nodes, link=a.link, cpus_per_node=a.cpus_per_node,
+                              start_timeout=a.timeout)  # fmt: skip
         if a.action == "install":
             print("installed" if ensure_installed() else "already installed")
         elif a.action == "up":
             c.start()
-            print(
-                f"Slurm cluster up: nodes {', '.join(c.nodes)}, partition {PARTITION}, "
-                f"conf {c.conf_path}, state {c.root}"
-            )
+            hosts = ", ".join(f"{n} {c.node_addr(n)}" for n in c.nodes)
+            took = "(already running)" if c.startup_seconds is None else f"in {c.startup_seconds:.1f} s"
+            print(f"Slurm cluster up {took}: nodes {hosts}; links {c.link or 'unshaped'}; "
+                  f"partition {PARTITION}, conf {c.conf_path}, state {c.root}")  # fmt: skip
+            print(f"on a node: nsenter -t $(cat {c.root}/run/slurmd.n1.pid) -n -u -i -m -- hostname")
             print(f"stop it with: python -m movebench.testcluster down --dir {c.root}")
         elif a.action == "down":
-            c.stop()
+            print(f"Slurm cluster down in {c.stop():.1f} s")
         else:
             st = c.status()
             print(json.dumps(st, indent=2))
             return 0 if all(st["daemons"].values()) else 3
-    except SlurmClusterError as e:
+    except (SlurmClusterError, NetworkError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     return 0

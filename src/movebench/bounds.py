@@ -1,0 +1,116 @@
+"""Upper bounds of bandwidths, measured in the same campaign, and each point's share of its bound.
+
+A family's report module may *provide* bounds, `provide_bounds(summary, points) -> list[dict]`
+(calibration: memcpy and fio; shuffle: the best bidirectional stream between nodes), and *ask*
+for one per bandwidth point, `bound_request(row, meta) -> dict | None` (`row`: the point's
+bandwidth summary row, `meta`: its row of the points table). A request names a kind and how to
+pick among the provided rows of that kind:
+
+    {"kind": "memcpy", "at_least": {"ranks": 2}, "nearest": {"size": 4096}}
+    {"kind": "network", "exact": {"nodes": 2}}
+    {"kind": "fio", "exact": {"pattern": "sfmw", "ranks": 2, "path": "/tmp/movebench-io"},
+     "nearest": {"size_per_proc": 1048576}}
+
+- `exact`: equal values only;
+- `at_least`: the smallest value at or above the point's (more copying processes than the
+  point has bound it from above); where none was measured, the largest, and the bound says so;
+- `nearest`: the value nearest on a log scale (sizes);
+
+then the largest bound among the rows left. The point's `pct_of_bound` is its median bandwidth
+over the bound, in percent: above 100 means the point moved more than the bound allows, which
+is a measurement to distrust (a timer, a byte count, a cache) or a bound that does not apply.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from movebench import families
+
+COLUMNS = ("bound_Bps", "bound", "bound_note", "pct_of_bound")
+
+
+def copiers(processes: int, meta: dict | None) -> int:
+    """Processes of a point that can copy at once on one node: at most its CPUs."""
+    cpus = (meta or {}).get("cpu_count")
+    try:
+        cpus = int(cpus)
+    except (TypeError, ValueError):
+        return int(processes)
+    return max(1, min(int(processes), cpus))
+
+
+def provided(sections: dict) -> pd.DataFrame:
+    """Every bound the campaign's families provide, one row each (`kind`, its keys, `bound_Bps`, `label`)."""
+    rows = []
+    for name, section in sections.items():
+        provide = getattr(families.report_module(name), "provide_bounds", None)
+        if provide is None or section["summary"].empty:
+            continue
+        rows += provide(section["summary"], section["points_table"])
+    return pd.DataFrame(rows)
+
+
+def _log_distance(value, wanted) -> float:
+    if not value or not wanted or value <= 0 or wanted <= 0:
+        return math.inf
+    return abs(math.log(value / wanted))
+
+
+def resolve(request: dict, bounds: pd.DataFrame) -> dict:
+    """The bound for one request: `bound_Bps`, `bound` (what it is), `bound_note`; or only a note why none."""
+    kind = request["kind"]
+    if bounds.empty or "kind" not in bounds or not (bounds["kind"] == kind).any():
+        return {"bound_note": f"no {kind} bound measured in this campaign"}
+    rows = bounds[bounds["kind"] == kind]
+    notes = []
+    for key, want in (request.get("exact") or {}).items():
+        if key not in rows:
+            return {"bound_note": f"no {kind} bound with {key}"}
+        rows = rows[rows[key].map(lambda v, want=want: v == want)]
+        if rows.empty:
+            return {"bound_note": f"no {kind} bound at {key} = {want}"}
+    for key, want in (request.get("at_least") or {}).items():
+        values = rows[key].astype(float)
+        enough = values[values >= want]
+        pick = enough.min() if len(enough) else values.max()
+        if not len(enough):
+            notes.append(f"measured with {int(pick)} {key}, fewer than the point's {want}: may be below the true bound")
+        rows = rows[values == pick]
+    for key, want in (request.get("nearest") or {}).items():
+        distance = rows[key].map(lambda v, want=want: _log_distance(float(v), float(want)))
+        rows = rows[distance == distance.min()]
+    best = rows.loc[rows["bound_Bps"].idxmax()]
+    return {"bound_Bps": float(best["bound_Bps"]), "bound": best["label"], "bound_note": "; ".join(notes)}
+
+
+def attach(name: str, summary: pd.DataFrame, points: pd.DataFrame, bounds: pd.DataFrame) -> pd.DataFrame:
+    """The family's summary with `COLUMNS` filled in on its bandwidth rows (empty where no bound applies)."""
+    summary = summary.copy()
+    for column in COLUMNS:
+        summary[column] = None
+    request_of = getattr(families.report_module(name), "bound_request", None)
+    if request_of is None or summary.empty:
+        return summary
+    metas = {r["point"]: r for r in points.to_dict("records")} if len(points) else {}
+    for index, row in summary[summary["measure"] == "bandwidth_Bps"].iterrows():
+        request = request_of(row, metas.get(row["point"], {}))
+        if request is None:
+            continue
+        found = resolve(request, bounds)
+        for key, value in found.items():
+            summary.at[index, key] = value
+        if found.get("bound_Bps"):
+            summary.at[index, "pct_of_bound"] = 100 * row["median"] / found["bound_Bps"]
+    summary["pct_of_bound"] = pd.to_numeric(summary["pct_of_bound"], errors="coerce")
+    summary["bound_Bps"] = pd.to_numeric(summary["bound_Bps"], errors="coerce")
+    return summary
+
+
+def above(summary: pd.DataFrame, limit: float = 100.0) -> pd.DataFrame:
+    """The bandwidth rows above `limit` percent of their bound."""
+    if summary.empty or "pct_of_bound" not in summary:
+        return summary.iloc[0:0]
+    return summary[summary["pct_of_bound"] > limit]

@@ -1,0 +1,259 @@
+"""What the Snakefile needs beyond its rules: job environment, point rule inputs, the run's start and end.
+
+Everything here runs inside plain `snakemake`, so that `snakemake --profile local` does all that
+`make run` does: the services a campaign needs (Azurite for blob points on the emulator) start in
+`onstart` and stop in `onsuccess`/`onerror`, and the run's wall time lands in
+`results/campaign_run.json` for `python -m movebench efficiency`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import logging
+import os
+import shlex
+import signal
+import sys
+import time
+from pathlib import Path
+
+from movebench import admission, cluster, families, machine
+from movebench.core import envinfo, records
+
+PACKAGE = Path(__file__).resolve().parent
+#: Shared code every point runs through: its change reruns every point (families add their kernel files).
+RUNNER_SOURCES = ("launch.py", "runner.py", "core/records.py", "core/timing.py")
+
+
+def job_environment(config: dict) -> dict[str, str]:
+    """Variables point jobs inherit from snakemake: this Python's bin first on PATH, the config's hash."""
+    here = str(Path(sys.executable).parent)
+    path = os.environ.get("PATH", "")
+    env = {"MOVEBENCH_CONFIG_HASH": envinfo.config_hash(config), "MOVEBENCH_CAMPAIGN": config["campaign"]["name"]}
+    if path.split(os.pathsep)[0] != here:
+        env["PATH"] = os.pathsep.join([here, path]) if path else here
+    return env
+
+
+def kernel_sources(family: str) -> list[str]:
+    """The files whose change reruns a family's points: its kernel files and the shared runner."""
+    folder = families.folder(family)
+    own = sorted(str(p.resolve()) for pattern in families.load(family).kernel_sources for p in folder.glob(pattern))
+    return own + [str(PACKAGE / name) for name in RUNNER_SOURCES]
+
+
+def task_of(tasks: dict, family: str, path: str) -> dict:
+    """The task of the point at `path`; a path outside the campaign's grid is a clear error."""
+    try:
+        return tasks[family][path]
+    except KeyError:
+        raise ValueError(f"{family} point {path!r} is not in the campaign's grid (config: {family} section); "
+                         "ask for results/report.html or a point the config sweeps") from None
+
+
+def runtime_minutes(campaign: dict) -> int:
+    return cluster.runtime_minutes(campaign)
+
+
+class CampaignRun:
+    """The run's start and end, called from the Snakefile's onstart, onsuccess and onerror."""
+
+    def __init__(self, config: dict, grid: dict, tasks: dict):
+        self.config, self.grid, self.tasks = config, grid, tasks
+        self.results = Path(config["campaign"]["results_dir"])
+        self.services = contextlib.ExitStack()
+        self.started = time.time()
+        self.host_load = envinfo.HostLoad()
+        self.command = shlex.join(sys.argv)
+        self.workflow = None
+        self.lock = None
+        self.interrupted = None
+        self.ended = False
+        self.snakemake_error = False
+
+    def watch(self, workflow) -> None:
+        """A run that Snakemake stops outside its jobs still ends with a partial report.
+
+        Snakemake calls onerror only when jobs failed; an error while it builds or schedules jobs (an
+        input or params function that raises, a rule that cannot be planned) ends the process with no
+        hook. Its error is an ERROR event on its logger; at exit, a real run (not a dry run, not a
+        job's own snakemake) that saw one and never reached onsuccess/onerror gets the same ending.
+        """
+        run = self
+
+        class SeeErrors(logging.Handler):
+            def emit(self, record):
+                if str(getattr(record, "event", "")) == "error":
+                    run.snakemake_error = True
+
+        logging.getLogger("snakemake.logging").addHandler(SeeErrors(level=logging.ERROR))
+        self.workflow_at_exit = workflow
+        atexit.register(self.at_exit)
+
+    def at_exit(self) -> None:
+        workflow = self.workflow_at_exit
+        real_run = (workflow.executor_plugin is not None and not workflow.dryrun and not workflow.touch
+                    and not workflow.execution_settings.no_hooks)
+        if self.snakemake_error and real_run and not self.ended:
+            print("movebench: Snakemake stopped outside the points' jobs (its error is above)", file=sys.stderr)
+            self.end(ok=False)
+
+    def points_to_run(self, workflow) -> dict[str, list[dict]]:
+        todo: dict[str, list[dict]] = {}
+        for job in workflow.dag.needrun_jobs():
+            family = job.rule.name.removesuffix("_point")
+            if family in self.tasks and "point" in job.wildcards.keys():
+                todo.setdefault(family, []).append(self.tasks[family][job.wildcards.point]["point"])
+        return todo
+
+    def admit(self, workflow, todo: dict[str, list[dict]]) -> None:
+        """Stop before the first job when a point to run does not fit the node or filesystem it runs on."""
+        executor = workflow.executor_plugin.name if workflow.executor_plugin is not None else "local"
+        if executor == "local":
+            capacities = {None: admission.local_capacity()}
+            partition_of = dict.fromkeys(todo)
+        elif executor == "slurm":
+            partition_of = {family: self.partition(workflow, family) for family in todo}
+            capacities = {part: cluster.partition_capacity(part) for part in set(partition_of.values())}
+        else:
+            return  # another executor: nothing known here about its nodes
+        for part, capacity in capacities.items():
+            if capacity is None:
+                continue
+            mine = {family: points for family, points in todo.items() if partition_of[family] == part}
+            lines = admission.problems(self.config, mine, capacity)
+            if lines:
+                sys.exit(admission.message(lines, capacity))
+
+    @staticmethod
+    def partition(workflow, family: str) -> str | None:
+        for job in workflow.dag.needrun_jobs():
+            if job.rule.name == f"{family}_point":
+                return dict(job.resources).get("slurm_partition") or None
+        return None
+
+    def take_lock(self) -> None:
+        """The machine-wide benchmark lock (movebench.machine): a second local campaign waits or refuses."""
+        try:
+            self.lock = machine.BenchmarkLock()
+            self.lock.acquire({"campaign": self.config["campaign"]["name"], "results": str(self.results.absolute())},
+                              say=lambda line: print(line, file=sys.stderr, flush=True))
+        except (machine.LockBusy, ValueError) as exc:
+            sys.exit(f"movebench: {exc}")
+        except KeyboardInterrupt:
+            sys.exit("movebench: interrupted while waiting for the benchmark lock; no point ran")
+
+    def watch_interrupts(self) -> None:
+        """Note a Ctrl-C for the end's message; Snakemake still gets its KeyboardInterrupt."""
+        previous = signal.getsignal(signal.SIGINT)
+
+        def note(signum, frame):
+            self.interrupted = self.interrupted or time.time()
+            if callable(previous):
+                previous(signum, frame)
+            else:
+                raise KeyboardInterrupt
+
+        with contextlib.suppress(ValueError):  # not the main thread: nothing to note
+            signal.signal(signal.SIGINT, note)
+
+    def start(self, workflow) -> None:
+        self.workflow = workflow
+        campaign = self.config["campaign"]
+        todo = self.points_to_run(workflow)
+        self.admit(workflow, todo)
+        local = workflow.executor_plugin is None or workflow.executor_plugin.name == "local"
+        if local:
+            self.take_lock()
+        # The run's wall time and the host's load start once the lock is ours: waiting is not the campaign's.
+        self.started, self.host_load = time.time(), envinfo.HostLoad()
+        self.watch_interrupts()
+        services = {family: families.load(family).services(self.config[family], campaign, points)
+                    for family, points in todo.items()}
+        services = {family: service for family, service in services.items() if service is not None}
+        if workflow.executor_plugin is not None and workflow.executor_plugin.name == "slurm":
+            # Stop before the first sbatch if the cluster cannot run or track the jobs.
+            jobs = [(job.rule.name.removesuffix("_point"), dict(job.resources)) for job in workflow.dag.needrun_jobs()
+                    if job.rule.name.removesuffix("_point") in self.grid]
+            problems = cluster.preflight(workflow.executor_settings, jobs)
+            problems += [f"{family} points need a service this workflow would start on this host's 127.0.0.1 "
+                         "(e.g. Azurite for blob on the emulator), out of the compute nodes' reach: use a real "
+                         "account (docs/io.md) or leave those points out" for family in services]
+            if problems:
+                sys.exit(cluster.preflight_message(problems))
+        for service in services.values():
+            self.services.enter_context(service)
+
+    def end(self, ok: bool) -> None:
+        self.ended = True
+        self.services.close()
+        if not ok and self.workflow is not None:
+            self.record_finished(self.workflow)
+        ended = time.time()
+        # host_load: CPUs other processes kept busy meanwhile (compare warns about a busy side).
+        info = {"start": self.started, "end": ended, "wall_s": ended - self.started, "ok": ok,
+                "command": self.command, "host_load": self.host_load.finish()}
+        try:
+            records.write_text(self.results / "campaign_run.json", json.dumps(info, indent=2) + "\n")
+        except OSError as exc:
+            print(f"movebench: could not write {self.results / 'campaign_run.json'}: {exc.strerror or exc}",
+                  file=sys.stderr)
+        if self.lock is not None:
+            self.lock.release()
+        if not ok:
+            self.partial_report()
+
+    def record_finished(self, workflow) -> list:
+        """Points whose launch finished (records and meta renamed into place) but whose end Snakemake never saw.
+
+        A Ctrl-C can come between a point's last rename and Snakemake's bookkeeping of it: Snakemake
+        then keeps the point marked incomplete, and `rerun-incomplete` would rerun it next time.
+        Its outputs only exist whole (launch renames them into place), so what Snakemake would have
+        recorded is recorded here: their metadata (params, code, input checksums) and no mark.
+        """
+        done = []
+        for job in list(workflow.dag.needrun_jobs()):
+            family = job.rule.name.removesuffix("_point")
+            if family not in self.tasks or "point" not in job.wildcards.keys():
+                continue
+            outputs = [Path(str(f)) for f in job.output]
+            if not all(p.exists() and p.stat().st_mtime >= self.started for p in outputs):
+                continue
+            try:
+                if workflow.async_run(workflow.persistence.incomplete(job)):
+                    workflow.async_run(workflow.persistence.finished(job))
+                    done.append(job.wildcards.point)
+            except Exception as exc:  # bookkeeping only: the next run would rerun the point, nothing worse
+                print(f"movebench: could not record {family} {job.wildcards.point} as finished: {exc}",
+                      file=sys.stderr)
+        return done
+
+    def counts(self) -> tuple[int, int]:
+        """(points with records, points of the grid)."""
+        raw = self.results / "raw"
+        paths = [raw / family / f"{path}.jsonl" for family, tasks in self.tasks.items() for path in tasks]
+        return sum(p.exists() for p in paths), len(paths)
+
+    def partial_report(self) -> None:
+        """A failed run: the report from whatever records exist, every failed and missing point listed."""
+        from movebench import report
+
+        done, total = self.counts()
+        free = admission.free_bytes(self.results)[0]
+        try:
+            path = report.render_partial(self.config, self.grid)
+            where = f"partial report at {path}"
+        except Exception as exc:  # the run already failed: say why the report is missing, keep the first error
+            where = f"no partial report ({exc.strerror if isinstance(exc, OSError) else exc})"
+        if free < admission.RESULTS_BASE_BYTES:
+            print(f"movebench: the filesystem of {self.results} is full ({admission.gib(free)} free): "
+                  f"{done} of {total} points have records and are kept; free space there and run the same "
+                  f"command again to run the {total - done} left; {where}", file=sys.stderr)
+        elif self.interrupted:
+            print(f"movebench: interrupted: {done} of {total} points have records and are kept; the same "
+                  f"command runs the {total - done} left; {where}", file=sys.stderr)
+        else:
+            print(f"movebench: some points failed or did not run ({done} of {total} have records); {where}",
+                  file=sys.stderr)

@@ -1,0 +1,518 @@
+"""Two campaigns side by side: per point and measure, the ratio NEW/BASE, its CI, a p-value and a verdict.
+
+Points are matched by family and point path (the path names the variant and every swept
+parameter). Each (point, measure) gets one row: both medians, the ratio with its 95% CI and the
+Mann-Whitney p-value (`movebench.core.verdict`), the verdict, and the environment fingerprint keys
+that differ between the two runs of the point. A point measured on one side only keeps its rows
+(verdict "only in base" / "only in new"); a point whose MPI implementation or CPU model differs
+is "not comparable" unless the caller allows it. `compare` returns that table; `render_html`
+turns it into compare.html; `summary_lines` into the few lines the CLI prints.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from movebench.core import envinfo
+from movebench.core.verdict import ALPHA, DEFAULT_THRESHOLD, MIN_REPETITIONS, compare_samples, direction, verdict
+
+ONLY_BASE, ONLY_NEW, NOT_COMPARABLE = "only in base", "only in new", "not comparable"
+#: Every value `verdict` takes in a comparison table, worst first (the order of the HTML page).
+VERDICT_ORDER = ("regressed", NOT_COMPARABLE, ONLY_BASE, ONLY_NEW, "inconclusive", "improved", "unchanged")
+#: Fingerprint keys that make two runs different experiments rather than two runs of one.
+INCOMPARABLE_KEYS = ("mpi_library", "cpu_model")
+COLUMNS = ("family", "variant", "point", "measure", "better", "threshold", "n_base", "n_new", "median_base",
+           "median_new", "ratio", "ci_low", "ci_high", "p_value", "verdict", "comparable", "differs",
+           "differs_detail", "note", "point_new")
+#: Record fields that say how much work a repetition did: a time of different work is not comparable
+#: (shuffle's `iterations: auto` calibrates a loop count per run; its bandwidth stays comparable).
+WORK_KEYS = ("iterations", "bytes")
+#: CPUs other processes may keep busy during a run before compare warns that it measured a busy host.
+BUSY_OTHER_CPUS = 0.25
+
+
+class ResultsError(Exception):
+    """A results folder that cannot be read: one line naming the folder and what is missing."""
+
+
+@dataclass
+class Results:
+    """One campaign's records (every repetition, warm-ups and failures flagged) and each point's meta."""
+
+    path: Path
+    records: pd.DataFrame
+    metas: dict[tuple[str, str], dict] = field(default_factory=dict)
+    failed: set[tuple[str, str]] = field(default_factory=set)
+    run: dict = field(default_factory=dict)  # campaign_run.json of `python -m movebench run`, when present
+
+
+def read_results(path) -> Results:
+    """Records from `<path>/tables/<family>.parquet` (raw `.jsonl` where a table is missing), metas from
+    `<path>/raw/<family>/<point>.meta.json`, failed points from `<path>/failed/`.
+
+    The one place that knows the results layout, so it can move to a per-point table later.
+    """
+    path = Path(path)
+    tables, raw = path / "tables", path / "raw"
+    if not tables.is_dir() and not raw.is_dir():
+        raise ResultsError(f"{path}: not a movebench results folder (no tables/ or raw/ in it)")
+    names = sorted({p.stem for p in tables.glob("*.parquet")} | {p.name for p in raw.glob("*") if p.is_dir()})
+    frames = []
+    for name in names:
+        parquet = tables / f"{name}.parquet"
+        if parquet.exists():
+            frame = pd.read_parquet(parquet)
+        else:
+            from movebench import aggregate
+
+            frame = aggregate.load(name, sorted((raw / name).rglob("*.jsonl")))
+        if len(frame):
+            frame = frame.assign(family=name)
+            frames.append(frame)
+    records = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=["family", "variant", "point", "rep", "warmup", "ok"])
+    metas = {}
+    for family, point in records[["family", "point"]].drop_duplicates().itertuples(index=False):
+        meta_path = raw / family / f"{point}.meta.json"
+        if meta_path.exists():
+            metas[(family, point)] = json.loads(meta_path.read_text())
+    failed = set()
+    for fail in (path / "failed").rglob("*.json"):
+        rel = fail.relative_to(path / "failed").with_suffix("")
+        failed.add((rel.parts[0], "/".join(rel.parts[1:])))
+    run_file = path / "campaign_run.json"
+    run = json.loads(run_file.read_text()) if run_file.exists() else {}
+    return Results(path, records, metas, failed, run)
+
+
+def table_files(path) -> list[Path]:
+    """What `read_tables` reads in a results folder: every family's records and points tables, and the run's
+    record (campaign_run.json) where there is one. The report declares them as its inputs."""
+    tables = Path(path) / "tables"
+    files = []
+    for parquet in sorted(tables.glob("*.parquet")):
+        files.append(parquet)
+        points = tables / f"{parquet.stem}_points.csv"
+        if points.exists():
+            files.append(points)
+    run = Path(path) / "campaign_run.json"
+    return files + ([run] if run.exists() else [])
+
+
+def read_tables(path) -> Results:
+    """A results folder from its tables alone (records, and each point's status and meta from the points table),
+    as the report reads one: no raw file, so that what the report read is what its rule declared."""
+    path = Path(path)
+    records, points = {}, {}
+    for file in table_files(path):
+        if file.suffix == ".parquet":
+            records[file.stem] = pd.read_parquet(file)
+        elif file.name.endswith("_points.csv"):
+            points[file.name.removesuffix("_points.csv")] = pd.read_csv(file)
+    if not records:
+        raise ResultsError(f"{path}: no tables (tables/<family>.parquet) in it: name the results_dir of a finished "
+                           "campaign")
+    run_file = path / "campaign_run.json"
+    run = json.loads(run_file.read_text()) if run_file.exists() else {}
+    return results_from_tables(path, records, points, run)
+
+
+def _scalar(value):
+    if isinstance(value, float):
+        if math.isnan(value):
+            return None
+        return int(value) if value.is_integer() else value
+    if isinstance(value, str) and value[:1] in "[{":
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value.item() if hasattr(value, "item") else value
+
+
+def results_from_tables(path, records: dict, points: dict, run: dict | None = None) -> Results:
+    """`Results` from per-family records tables and points tables (status, failure, meta flattened by
+    `movebench.aggregate`): the fingerprint comes from the points table's `fingerprint.*` columns."""
+    frames = [frame.assign(family=name) for name, frame in records.items() if len(frame)]
+    merged = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=["family", "variant", "point", "rep", "warmup", "ok"])
+    metas, failed = {}, set()
+    for name, table in points.items():
+        if not len(table):
+            continue
+        prints = [c for c in table.columns if c.startswith("fingerprint.")]
+        for row in table.to_dict("records"):
+            if row.get("status") == "failed":
+                failed.add((name, row["point"]))
+            if row.get("status") == "ok" and prints:
+                metas[(name, row["point"])] = {"fingerprint": {c.removeprefix("fingerprint."): _scalar(row[c])
+                                                               for c in prints}}
+    return Results(Path(path), merged, metas, failed, run or {})
+
+
+def measures_of(family: str, columns) -> list[str]:
+    """The measures compared for a family: its spec's `measures`, else what aggregate summarises; only those
+    with a direction."""
+    columns = set(columns)
+    try:
+        from movebench import families
+
+        declared = [m.name for m in families.load(family).measures]
+    except ImportError:
+        declared = sorted(c for c in columns if direction(None, c))
+    return [m for m in dict.fromkeys(declared) if m in columns and direction(family, m)]
+
+
+def threshold_for(thresholds: dict | None, family: str, measure: str) -> float:
+    """`thresholds`: {"default": t, "<family>": t, "<family>.<measure>": t} or nested
+    {"<family>": {"default": t, "<measure>": t}}; the most specific entry wins."""
+    thresholds = thresholds or {}
+    fam = thresholds.get(family)
+    nested = fam if isinstance(fam, dict) else {}
+    for candidate in (thresholds.get(f"{family}.{measure}"), nested.get(measure), nested.get("default"),
+                      None if isinstance(fam, dict) else fam, thresholds.get("default", DEFAULT_THRESHOLD)):
+        if candidate is not None:
+            return float(candidate)
+    return DEFAULT_THRESHOLD
+
+
+def point_fingerprint(meta: dict | None) -> dict:
+    """The meta's fingerprint, flattened to "packages.numpy"-style keys (computed for metas older than it)."""
+    if meta is None:
+        return {}
+    fp = meta.get("fingerprint") or envinfo.fingerprint(meta)
+    flat = {}
+    for key, value in fp.items():
+        if isinstance(value, dict):
+            flat.update({f"{key}.{k}": v for k, v in value.items()})
+        elif isinstance(value, list):
+            flat[key] = ",".join(map(str, value))
+        else:
+            flat[key] = value
+    return flat
+
+
+def fingerprint_differences(base_meta: dict | None, new_meta: dict | None) -> dict[str, tuple]:
+    """Key -> (base value, new value) for every fingerprint key whose values differ."""
+    if base_meta is None or new_meta is None:
+        return {}
+    a, b = point_fingerprint(base_meta), point_fingerprint(new_meta)
+    return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
+
+
+def _work_differences(b: pd.DataFrame | None, n: pd.DataFrame | None) -> dict[str, tuple]:
+    if b is None or n is None:
+        return {}
+    out = {}
+    for key in WORK_KEYS:
+        if key in b.columns and key in n.columns:
+            a, z = (sorted(_plain(v) for v in side[key].dropna().unique().tolist()) for side in (b, n))
+            if a and z and a != z:
+                out[key] = (a, z)
+    return out
+
+
+def _plain(value):
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def _is_time(measure: str) -> bool:
+    return measure.endswith("_s") and not measure.endswith("_per_s")
+
+
+def load_warnings(base: Results, new: Results) -> list[str]:
+    """A side that ran while other processes kept CPUs of its host busy measured them too."""
+    lines = []
+    for name, res in (("BASE", base), ("NEW", new)):
+        load = res.run.get("host_load") or {}
+        if (load.get("other_cpus") or 0) > BUSY_OTHER_CPUS:
+            lines.append(f"{name} ran while other processes kept {load['other_cpus']:.2f} of the host's "
+                         f"{load['cpus']} CPUs busy (the campaign used {load['campaign_cpus']:.2f}): its figures "
+                         "include their interference")
+    return lines
+
+
+def _counted(records: pd.DataFrame) -> pd.DataFrame:
+    if records.empty:
+        return records
+    return records[~records["warmup"].astype(bool) & records["ok"].astype(bool)]
+
+
+def _values(group: pd.DataFrame | None, measure: str) -> list[float]:
+    if group is None or measure not in group.columns:
+        return []
+    return pd.to_numeric(group[measure], errors="coerce").dropna().tolist()
+
+
+class MatchError(ValueError):
+    """Points that --match-ignoring cannot pair: one line naming them and what would pair them."""
+
+
+def parse_match_ignoring(items) -> dict[str, tuple[str, str] | None]:
+    """["window", "skew=0:1.1"] -> {"window": None, "skew": ("0", "1.1")}; a bad item raises MatchError."""
+    out = {}
+    for item in items or ():
+        key, sep, values = str(item).partition("=")
+        if not key or "~" in key or "/" in key:
+            raise MatchError(f"{item!r}: expected a parameter name such as window, or window=BASE:NEW such as "
+                             "window=64:1")
+        if sep:
+            base_value, colon, new_value = values.partition(":")
+            if not colon or not base_value or not new_value:
+                raise MatchError(f"{item!r}: expected KEY=BASE:NEW, e.g. window=64:1 (BASE's value, then NEW's)")
+            out[key] = (base_value, new_value)
+        else:
+            out[key] = None
+    return out
+
+
+def _same_value(text: str, wanted: str) -> bool:
+    if text == wanted:
+        return True
+    try:
+        return float(text) == float(wanted)
+    except ValueError:
+        return False
+
+
+def _match_keys(groups: dict, ignoring: dict, side: str) -> tuple[dict, dict, int]:
+    """(family, point without the ignored keys) -> group, and -> the original point; points whose ignored key
+    has another value than the one picked for this side are left out. Two points left on one key are an error."""
+    keyed, original, left_out = {}, {}, 0
+    index = 0 if side == "base" else 1
+    for (family, point), group in groups.items():
+        kept, skip = [], False
+        for segment in point.split("/"):
+            key, _, value = segment.partition("~")
+            if key in ignoring:
+                picked = ignoring[key]
+                if picked is not None and not _same_value(value, picked[index]):
+                    skip = True
+                continue
+            kept.append(segment)
+        if skip:
+            left_out += 1
+            continue
+        match = (family, "/".join(kept))
+        if match in original:
+            a, b = sorted([original[match], point])
+            names = ", ".join(k for k in ignoring)
+            raise MatchError(f"{side.upper()} has two {family} points that differ only in {names}: {a} and {b}; "
+                             f"pick one value per side with --match-ignoring KEY=BASE:NEW (e.g. window=64:1)")
+        keyed[match], original[match] = group, point
+    return keyed, original, left_out
+
+
+def compare(base, new, thresholds: dict | None = None, allow_different: bool = False,
+            match_ignoring: dict | None = None) -> pd.DataFrame:
+    """One row per point and measure (columns `COLUMNS`); `base`/`new` are results folders or `Results`.
+
+    `match_ignoring` ({"window": None} or {"window": ("64", "1")}, see `parse_match_ignoring`)
+    pairs points that differ in those parameters: BASE's point with NEW's point whose other
+    parameters are equal (with values given, only BASE's points at the first and NEW's at the
+    second take part). `point` is then BASE's path and `point_new` NEW's.
+    """
+    base = base if isinstance(base, Results) else read_results(base)
+    new = new if isinstance(new, Results) else read_results(new)
+    ignoring = dict(match_ignoring or {})
+    sides, originals, left_out = {}, {}, {}
+    for name, res in (("base", base), ("new", new)):
+        counted = _counted(res.records)
+        groups = {key: group for key, group in counted.groupby(["family", "point"], sort=False)}
+        # a point whose every repetition failed is still present (with no measured values), not absent
+        for key in res.records[["family", "point"]].drop_duplicates().itertuples(index=False):
+            groups.setdefault(tuple(key), res.records.iloc[0:0])
+        sides[name], originals[name], left_out[name] = _match_keys(groups, ignoring, name)
+    rows = []
+    for family, matched in sorted(set(sides["base"]) | set(sides["new"])):
+        b, n = sides["base"].get((family, matched)), sides["new"].get((family, matched))
+        base_point = originals["base"].get((family, matched))
+        new_point = originals["new"].get((family, matched))
+        point = base_point or new_point
+        variant = next((g["variant"].iloc[0] for g in (b, n) if g is not None and len(g)), None)
+        failed_notes = [f"failed in {name}" for name, res, p in (("base", base, base_point), ("new", new, new_point))
+                        if (family, p or point) in res.failed]
+        if base_point and new_point and base_point != new_point:
+            failed_notes.append(f"matched ignoring {', '.join(ignoring)}: NEW's point is {new_point}")
+        columns = set(b.columns if b is not None else ()) | set(n.columns if n is not None else ())
+        differs = fingerprint_differences(base.metas.get((family, base_point)), new.metas.get((family, new_point)))
+        comparable = not any(k in differs for k in INCOMPARABLE_KEYS)
+        work = _work_differences(b, n)
+        work_note = "work differs (" + ", ".join(
+            f"{k} {','.join(map(str, a))} -> {','.join(map(str, z))}" for k, (a, z) in work.items()) + \
+            "): times of different work are not compared"
+        for measure in measures_of(family, columns):
+            bv, nv = _values(b, measure), _values(n, measure)
+            if not bv and not nv:
+                continue
+            better = direction(family, measure)
+            threshold = threshold_for(thresholds, family, measure)
+            result = compare_samples(bv, nv)
+            different_work = bool(work) and _is_time(measure)
+            if b is None:
+                outcome = ONLY_NEW
+            elif n is None:
+                outcome = ONLY_BASE
+            elif (not comparable and not allow_different) or different_work:
+                outcome = NOT_COMPARABLE
+            else:
+                outcome = verdict(result, better, threshold)
+            rows.append({
+                "family": family, "variant": variant, "point": point, "measure": measure, "better": better,
+                "threshold": threshold, **{k: v for k, v in result.as_dict().items() if k != "scale"},
+                "verdict": outcome, "comparable": comparable, "differs": ", ".join(differs),
+                "differs_detail": "; ".join(f"{k}: {_short(a)} -> {_short(z)}" for k, (a, z) in differs.items()),
+                "note": "; ".join(failed_notes + ([work_note] if different_work else [])),
+                "point_new": new_point or point,
+            })
+    frame = pd.DataFrame(rows, columns=list(COLUMNS))
+    frame.attrs["warnings"] = load_warnings(base, new)
+    frame.attrs["match_ignoring"] = ignoring
+    frame.attrs["left_out"] = left_out
+    return frame
+
+
+def _short(value) -> str:
+    text = "(none)" if value is None else str(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def counts(frame: pd.DataFrame) -> dict[str, int]:
+    """Rows per verdict, every verdict named (zero included), worst first."""
+    seen = frame["verdict"].value_counts().to_dict() if len(frame) else {}
+    return {v: int(seen.get(v, 0)) for v in VERDICT_ORDER}
+
+
+def worst(frame: pd.DataFrame, verdict_name: str = "regressed", limit: int = 5) -> pd.DataFrame:
+    """The rows of one verdict, largest change first."""
+    rows = frame[frame["verdict"] == verdict_name].copy()
+    rows["_size"] = rows["ratio"].map(lambda r: abs(math.log(r)) if r and r > 0 and math.isfinite(r) else math.inf)
+    return rows.sort_values("_size", ascending=False).drop(columns="_size").head(limit)
+
+
+def summary_lines(frame: pd.DataFrame, limit: int = 5) -> list[str]:
+    c = counts(frame)
+    points = frame[["family", "point"]].drop_duplicates().shape[0] if len(frame) else 0
+    lines = [f"warning: {w}" for w in frame.attrs.get("warnings", [])]
+    main = ", ".join(f"{c[v]} {v}" for v in ("regressed", "improved", "unchanged", "inconclusive"))
+    if c[NOT_COMPARABLE]:
+        main += f", {c[NOT_COMPARABLE]} {NOT_COMPARABLE}"
+    for side in (ONLY_BASE, ONLY_NEW):
+        if c[side]:
+            n_points = frame[frame["verdict"] == side][["family", "point"]].drop_duplicates().shape[0]
+            main += f"; {n_points} point{'s' if n_points != 1 else ''} {side}"
+    lines.append(f"{len(frame)} point-measures in {points} points: {main}")
+    ignoring = frame.attrs.get("match_ignoring") or {}
+    if ignoring:
+        picked = [f"{k} (BASE {v[0]}, NEW {v[1]})" if v else k for k, v in ignoring.items()]
+        left = frame.attrs.get("left_out") or {}
+        lines.append("matched ignoring " + ", ".join(picked) + "; left out: "
+                     + ", ".join(f"{left.get(side, 0)} {side} points at other values" for side in ("base", "new")))
+    for name in ("regressed", "improved"):
+        rows = worst(frame, name, limit)
+        if len(rows):
+            lines.append(f"{'worst regressions' if name == 'regressed' else 'largest improvements'}:")
+            lines += [f"  {r.family} {r.point} {r.measure}: x{r.ratio:.3g} [{r.ci_low:.3g}, {r.ci_high:.3g}] "
+                      f"p={r.p_value:.2g} ({r.better} is better)" for r in rows.itertuples()]
+    bad = frame[(frame["verdict"] == NOT_COMPARABLE) & ~frame["comparable"]]
+    for r in bad[["family", "point", "differs"]].drop_duplicates().head(limit).itertuples():
+        lines.append(f"not comparable: {r.family} {r.point} ({r.differs}; --allow-different to judge anyway)")
+    return lines
+
+
+# --- compare.html ---
+
+
+def human(value, measure: str) -> str:
+    """A value of a measure in a unit a person reads (SI values stay in the CSV)."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return ""
+    if measure.endswith("_Bps"):
+        for unit, f in (("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3)):
+            if abs(value) >= f:
+                return f"{value / f:.4g} {unit}"
+        return f"{value:.4g} B/s"
+    if measure.endswith("_bytes"):
+        for unit, f in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+            if abs(value) >= f:
+                return f"{value / f:.4g} {unit}"
+        return f"{value:.4g} B"
+    if measure.endswith("_s") and not measure.endswith("_per_s"):
+        for unit, f in (("s", 1), ("ms", 1e-3), ("µs", 1e-6)):
+            if abs(value) >= f:
+                return f"{value / f:.4g} {unit}"
+        return f"{value / 1e-9:.4g} ns"
+    return f"{value:.4g}"
+
+
+def render_html(frame: pd.DataFrame, base_label: str, new_label: str, thresholds: dict | None = None,
+                allow_different: bool = False) -> str:
+    """compare.html: self-contained (inline CSS, no script, no external URL)."""
+    return _render("compare.html.j2", frame, base_label, new_label, thresholds, allow_different)
+
+
+def render_section(frame: pd.DataFrame, base_label: str, new_label: str, thresholds: dict | None = None,
+                   allow_different: bool = False, id_prefix: str = "", level: int = 2) -> str:
+    """The same tables without the page around them, for a section of another report (it brings no CSS:
+    the classes are those of compare.html's style block). `id_prefix` keeps its anchors apart from the
+    page's (the report's family sections are `#shuffle`, ...); `level` is its headings' level."""
+    return _render("compare_section.html.j2", frame, base_label, new_label, thresholds, allow_different,
+                   id_prefix, level)
+
+
+def _render(template: str, frame, base_label, new_label, thresholds, allow_different, id_prefix="",
+            level=2) -> str:
+    import jinja2
+    import markupsafe
+
+    from movebench.report import TEMPLATES
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+                             autoescape=jinja2.select_autoescape(["html", "j2"]), undefined=jinja2.StrictUndefined)
+    order = {v: i for i, v in enumerate(VERDICT_ORDER)}
+    shown = frame.assign(_o=frame["verdict"].map(order)).sort_values(["_o", "family", "point", "measure"])
+
+    def row(r):
+        return {"family": r.family, "point": markupsafe.Markup("/<wbr>").join(r.point.split("/")),
+                "measure": r.measure, "better": r.better or "",
+                "n": f"{r.n_base} / {r.n_new}", "base": human(r.median_base, r.measure),
+                "new": human(r.median_new, r.measure),
+                "ratio": "" if pd.isna(r.ratio) else f"{r.ratio:.3f}",
+                "ci": "" if pd.isna(r.ci_low) else f"[{r.ci_low:.3f}, {r.ci_high:.3f}]",
+                "p": "" if pd.isna(r.p_value) else f"{r.p_value:.2g}", "threshold": f"{100 * r.threshold:g}%",
+                "verdict": r.verdict, "css": r.verdict.replace(" ", "-"), "differs": r.differs_detail,
+                "note": r.note}
+
+    ignoring = frame.attrs.get("match_ignoring") or {}
+    matching = ""
+    if ignoring:
+        matching = "Points paired ignoring " + ", ".join(
+            f"{k} (BASE at {v[0]}, NEW at {v[1]})" if v else k for k, v in ignoring.items()) + \
+            ": each row names BASE's point; the note names NEW's."
+    headline = [row(r) for r in shown[shown["verdict"].isin(["regressed", "improved"])].itertuples()]
+    per_family = {fam: [row(r) for r in part.itertuples()] for fam, part in shown.groupby("family", sort=True)}
+    one_side = shown[shown["verdict"].isin([ONLY_BASE, ONLY_NEW])][["family", "point", "verdict", "note"]]
+    one_side = one_side.drop_duplicates(["family", "point"])
+    return env.get_template(template).render(
+        base=base_label, new=new_label, counts=counts(frame), warnings=frame.attrs.get("warnings", []),
+        headline=headline, families=per_family, matching=matching,
+        one_side=one_side.to_dict("records"), thresholds=thresholds or {}, default_threshold=DEFAULT_THRESHOLD,
+        alpha=ALPHA, min_repetitions=MIN_REPETITIONS, allow_different=allow_different,
+        incomparable_keys=INCOMPARABLE_KEYS, id_prefix=id_prefix, level=level,
+        generated=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"))
+
+
+def write(frame: pd.DataFrame, out_dir, base_label: str, new_label: str, thresholds=None,
+          allow_different: bool = False) -> tuple[Path, Path]:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    csv, page = out_dir / "compare.csv", out_dir / "compare.html"
+    frame.to_csv(csv, index=False)
+    page.write_text(render_html(frame, base_label, new_label, thresholds, allow_different), encoding="utf-8")
+    return csv, page

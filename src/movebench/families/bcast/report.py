@@ -1,0 +1,269 @@
+"""bcast's tables and figures: the study's speed-up table, the in-place crossover, memory per method."""
+
+from __future__ import annotations
+
+from movebench import report
+from movebench.bounds import copiers
+from movebench.core import stats, units
+from movebench.families.bcast import FAMILY
+
+METHODS = ("pickle", "buffer", "pkl5", "p2p", "rma")
+IN_PLACE = ("buffer", "p2p", "rma")
+CASE = ["kind", "shape", "density", "dtype", "nodes", "ranks"]
+_MiB = 2**20
+MEMORY_PLOT_MIN_BYTES = 4 * _MiB
+
+
+def method_medians(table):
+    """One row per case and method: medians of the counted repetitions, and the cold (first warm-up) time."""
+    import pandas as pd
+
+    table = table.assign(density=table["density"] if "density" in table else float("nan"))
+    counted = table[~table["warmup"] & table["ok"]]
+    medians = (
+        counted.groupby(CASE + ["method"], dropna=False, sort=True)
+        .agg(
+            n=("elapsed_s", "size"),
+            point=("point", "first"),
+            time_s=("elapsed_s", "median"),
+            bandwidth_Bps=("bandwidth_Bps", "median"),
+            payload_bytes=("payload_bytes", "first"),
+            rss_hwm_delta_bytes=("rss_hwm_delta_bytes", "median"),
+            tracemalloc_peak_bytes=("tracemalloc_peak_bytes", "median"),
+            root_rss_hwm_delta_bytes=("root_rss_hwm_delta_bytes", "median"),
+            buffers_reused=("buffers_reused", "first"),
+        )
+        .reset_index()
+    )
+    intervals = counted.groupby(CASE + ["method"], dropna=False)["elapsed_s"].apply(
+        lambda times: pd.Series(stats.summarize(times.tolist()))[["ci_low", "ci_high"]]
+    )
+    medians = medians.merge(intervals.unstack().reset_index(), on=CASE + ["method"], how="left")
+    cold = table[table["warmup"] & (table["rep"] == 0)].groupby(CASE + ["method"], dropna=False)["elapsed_s"]
+    medians = medians.merge(cold.first().rename("cold_s").reset_index(), on=CASE + ["method"], how="left")
+    pickle = medians[medians["method"] == "pickle"][CASE + ["time_s", "ci_low", "ci_high"]].rename(
+        columns={"time_s": "pickle_s", "ci_low": "pickle_ci_low", "ci_high": "pickle_ci_high"}
+    )
+    medians = medians.merge(pickle, on=CASE, how="left")
+    medians["speedup_vs_pickle"] = medians["pickle_s"] / medians["time_s"]
+    # A difference the noise cannot explain: the 95% intervals of the two medians do not overlap.
+    medians["clear_vs_pickle"] = (medians["ci_high"] < medians["pickle_ci_low"]) | (
+        medians["ci_low"] > medians["pickle_ci_high"]
+    )
+    medians["receiver_extra_per_payload"] = medians["rss_hwm_delta_bytes"] / medians["payload_bytes"]
+    medians["method"] = pd.Categorical(medians["method"], [m for m in METHODS if m in set(medians["method"])])
+    return medians.sort_values(CASE + ["method"]).reset_index(drop=True)
+
+
+def _case_label(row) -> str:
+    density = "" if row["kind"] == "dense" else f" d={row['density']:g}"
+    return f"{row['kind']} {row['shape']}{density} {row['dtype']}, {row['ranks']} ranks"
+
+
+def _memory_cell(row) -> str:
+    """MiB, and in payloads where the payload is large enough for the ratio to mean something."""
+    text = f"{row['rss_hwm_delta_bytes'] / _MiB:.1f} MiB"
+    if row["payload_bytes"] >= MEMORY_PLOT_MIN_BYTES:
+        text += f" ({row['receiver_extra_per_payload']:.2f}x)"
+    return text
+
+
+def crossover_rows(medians) -> list[dict]:
+    """Per sparse shape, dtype, ranks and in-place method: the lowest density from which it beats pickle.
+
+    A speed-up marked * is clear: the 95% intervals of the two medians do not overlap.
+    """
+    rows = []
+    sparse = medians[(medians["kind"] == "sparse") & medians["pickle_s"].notna()]
+    for (shape, dtype, nodes, ranks, method), group in sparse.groupby(
+        ["shape", "dtype", "nodes", "ranks", "method"], observed=True, sort=True
+    ):
+        if method not in IN_PLACE:
+            continue
+        group = group.sort_values("density")
+        wins = (group["speedup_vs_pickle"] > 1).tolist()
+        first = next((i for i in range(len(wins)) if all(wins[i:])), None)
+        verdict = (
+            "loses at every density measured"
+            if first is None
+            else "wins at every density measured"
+            if first == 0
+            else f"wins from density {group['density'].iloc[first]:g}"
+        )
+        rows.append(
+            {
+                "shape": shape,
+                "dtype": dtype,
+                "nodes": nodes,
+                "ranks": ranks,
+                "method": method,
+                "in place vs pickle": verdict,
+                "speed-up by density": ", ".join(
+                    f"{d:g}: {x:.2f}x{'*' if clear else ''}"
+                    for d, x, clear in zip(
+                        group["density"], group["speedup_vs_pickle"], group["clear_vs_pickle"], strict=True
+                    )
+                ),
+            }
+        )
+    return rows
+
+
+def context(table, summary, campaign) -> dict:
+    import pandas as pd
+
+    medians = method_medians(table)
+    if medians.empty:
+        return {}
+    shown = medians.assign(case=medians.apply(_case_label, axis=1))
+    bounds = report.median_of(summary, "bandwidth_Bps")
+    pct = dict(zip(bounds["point"], bounds["pct_of_bound"], strict=True)) if "pct_of_bound" in bounds else {}
+    per_method = pd.DataFrame(
+        {
+            "case": shown["case"],
+            "method": shown["method"].astype(str),
+            "n": shown["n"],
+            "median time": shown["time_s"],
+            "cold first rep": shown["cold_s"],
+            "bandwidth": shown["bandwidth_Bps"],
+            "% of bound": shown["point"].map(pct).astype(float),
+            "payload": shown["payload_bytes"],
+            "receiver peak extra RSS": shown["rss_hwm_delta_bytes"],
+            "receiver extra / payload": shown["receiver_extra_per_payload"],
+            "receiver allocated in rep (tracemalloc)": shown["tracemalloc_peak_bytes"],
+            "root peak extra RSS": shown["root_rss_hwm_delta_bytes"],
+            "buffers reused": shown["buffers_reused"].astype(bool),
+        }
+    )
+    per_method_units = {"median time": "s", "cold first rep": "s", "bandwidth": "B/s", "payload": "MiB",
+                        "receiver peak extra RSS": "MiB", "receiver allocated in rep (tracemalloc)": "MiB",
+                        "root peak extra RSS": "MiB"}
+    speedups = shown.pivot_table(index="case", columns="method", values="speedup_vs_pickle", observed=True, sort=False)
+    times = shown.pivot_table(index="case", columns="method", values="time_s", observed=True, sort=False)
+    clear = shown.pivot(index="case", columns="method", values="clear_vs_pickle").reindex(times.index)
+    study = pd.DataFrame(index=times.index)
+    time_label, time_factor = units.choose("s", times.stack().dropna().tolist())
+    for method in times.columns:
+        study[f"{method} ({time_label})"] = times[method] / time_factor
+        if method != "pickle" and "pickle" in times.columns:
+            marks = clear[method].map(lambda c: "*" if c is True else "")
+            study[f"{method} vs pickle"] = speedups[method].map(lambda x: "" if pd.isna(x) else f"{x:.2f}x") + marks
+    memory = shown.assign(cell=shown.apply(_memory_cell, axis=1)).pivot(index="case", columns="method", values="cell")
+    memory = memory.reindex(times.index)[list(times.columns)]
+    memory.columns = [str(m) for m in memory.columns]
+    return {
+        "figures": _figures(medians),
+        "per_method": report.html_table(per_method, units=per_method_units),
+        "speedups": report.html_table(study.reset_index()),
+        "memory": report.html_table(memory.reset_index()),
+        "crossover": report.html_table(pd.DataFrame(crossover_rows(medians)))
+        if (medians["kind"] == "sparse").any()
+        else "",
+    }
+
+
+def _figures(medians) -> list[tuple[str, str]]:
+    sns, plt = report.plotting()
+    figures = []
+    data = medians.assign(method=medians["method"].astype(str), ranks_label=[
+        f"{r} ranks" if medians["nodes"].nunique() < 2 else f"{r} ranks, {n} node{'s' if n > 1 else ''}"
+        for r, n in zip(medians["ranks"], medians["nodes"], strict=True)])
+    dense = data[data["kind"] == "dense"]
+    if not dense.empty:
+        grid = sns.catplot(
+            data=dense,
+            x="shape",
+            y="time_s",
+            hue="method",
+            col="ranks_label",
+            kind="bar",
+            height=3.6,
+            aspect=1.2,
+            hue_order=[m for m in METHODS if m in set(dense["method"])],
+        )
+        grid.set(yscale="log", ylabel="median time (s)")
+        grid.set_titles("{col_name}")
+        figures.append(("Dense arrays: median time per method (log scale)", report.figure_uri(grid.figure)))
+    sparse = data[data["kind"] == "sparse"]
+    if not sparse.empty:
+        grid = sns.relplot(
+            data=sparse,
+            x="density",
+            y="time_s",
+            hue="method",
+            style="method",
+            col="shape",
+            row="ranks_label",
+            kind="line",
+            markers=True,
+            height=3.6,
+            aspect=1.2,
+            hue_order=[m for m in METHODS if m in set(sparse["method"])],
+        )
+        grid.set(xscale="log", yscale="log", ylabel="median time (s)")
+        grid.set_titles("{row_name}, {col_name}")
+        figures.append(("Sparse CSR: median time against density (log-log)", report.figure_uri(grid.figure)))
+    # Below a few MiB, page and heap granularity (~1 MiB) swamps the ratio.
+    large = data[data["payload_bytes"] >= MEMORY_PLOT_MIN_BYTES]
+    if not large.empty:
+        large = large.assign(case=large.apply(_case_label, axis=1))
+        fig, ax = plt.subplots(figsize=(9, 1.5 + 0.6 * large["case"].nunique()))
+        sns.barplot(
+            data=large,
+            y="case",
+            x="receiver_extra_per_payload",
+            hue="method",
+            ax=ax,
+            hue_order=[m for m in METHODS if m in set(large["method"])],
+        )
+        ax.set(xlabel="receiver peak extra RSS / payload", ylabel="")
+        ax.legend(title="method", bbox_to_anchor=(1.01, 1), loc="upper left")
+        figures.append(
+            (
+                f"Peak extra memory of a receiver, in payloads (payloads of at least "
+                f"{MEMORY_PLOT_MIN_BYTES // _MiB} MiB)",
+                report.figure_uri(fig),
+            )
+        )
+    return figures
+
+
+def bound_request(row, meta):
+    """One node: memcpy of as many processes as ranks (at most the CPUs) at the payload's size; between nodes: the
+    best bidi stream."""
+    import pandas as pd
+
+    if row["nodes"] > 1:
+        return {"kind": "network", "exact": {"nodes": int(row["nodes"])}}
+    density = row.get("density")
+    point = {"kind": row["kind"], "shape": row["shape"], "dtype": row["dtype"],
+             "density": None if density is None or pd.isna(density) else float(density)}
+    return {"kind": "memcpy", "at_least": {"ranks": copiers(int(row["ranks"]), meta)},
+            "nearest": {"size": FAMILY.payload(point)}}
+
+
+def headlines(table, summary) -> list[tuple[str, str]]:
+    """In place against pickle: the largest dense array, and the largest sparse one at each density."""
+    medians = method_medians(table)
+    out = []
+    if medians.empty:
+        return out
+    for kind in ("dense", "sparse"):
+        part = medians[(medians["kind"] == kind) & (medians["method"].astype(str).isin(["pickle", "buffer"]))]
+        if part.empty:
+            continue
+        largest = part.loc[part["payload_bytes"].idxmax()]
+        case = part[(part["shape"] == largest["shape"]) & (part["ranks"] == part["ranks"].min())
+                    & (part["dtype"] == largest["dtype"]) & (part["nodes"] == largest["nodes"])]
+        figures = []
+        for density, group in case.groupby("density", dropna=False, sort=True):
+            points = {str(m): pt for m, pt in zip(group["method"], group["point"], strict=True)}
+            if {"pickle", "buffer"} <= set(points):
+                result = report.ratio(table, points["pickle"], points["buffer"], "elapsed_s")
+                if result is not None:
+                    at = "" if kind == "dense" else f"density {density:g}: "
+                    figures.append(f"{at}{report.ratio_text(result)}")
+        if figures:
+            out.append((f"{kind} {largest['shape']} {largest['dtype']}, {int(case['ranks'].iloc[0])} ranks: pickle "
+                        f"(out of place) takes " + "; ".join(figures) + " the time of buffer (in place)", "info"))
+    return out

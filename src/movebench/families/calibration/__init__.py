@@ -1,0 +1,74 @@
+"""calibration: what this machine's own copies and writes reach, as the upper bounds of the other
+families' bandwidths (definitions: kernel.py's docstring; how the report uses them: movebench.bounds)."""
+
+from __future__ import annotations
+
+from movebench.core.sizes import expand_sizes
+from movebench.spec import BANDWIDTH, ELAPSED, Axis, Family, Setting
+
+PROBES = ("memcpy", "fio")
+FIO_PATTERNS = ("sfsw", "sfmw", "mfmw")
+
+
+def _is_memcpy(point: dict) -> bool:
+    return point["probe"] == "memcpy"
+
+
+def _is_fio(point: dict) -> bool:
+    return point["probe"] == "fio"
+
+
+class Calibration(Family):
+    name = "calibration"
+    variant = "probe"
+    axes = (
+        Axis("probe", "probes"),
+        Axis("pattern", "fio_patterns", when=_is_fio),
+        Axis("ranks", "ranks"),
+        Axis("size", "memcpy_sizes", expand_sizes, when=_is_memcpy),
+        Axis("size_per_proc", "fio_sizes", expand_sizes, when=_is_fio),
+    )
+    settings = (
+        Setting("iterations", when=_is_memcpy),
+        Setting("repetition_time", when=_is_memcpy),
+        Setting("fio_path", when=_is_fio),
+    )
+    measures = (BANDWIDTH, ELAPSED)
+
+    def check(self, section, campaign):
+        problems = []
+        for key in ("memcpy_sizes", "fio_sizes"):
+            try:
+                sizes = expand_sizes(section[key])
+            except (ValueError, KeyError) as exc:
+                problems.append((key, section[key], str(exc)))
+                continue
+            if any(s < 1 for s in sizes):
+                problems.append((key, section[key], "every size must be at least 1 byte"))
+        return problems
+
+    def placement(self, point):
+        # fio starts its own jobs (numjobs = ranks); the kernel that runs it is one process.
+        return (1, 1) if _is_fio(point) else (int(point["ranks"]), 1)
+
+    def kernel_settings(self, point, section, campaign):
+        settings = super().kernel_settings(point, section, campaign)
+        if _is_fio(point):
+            settings["fio_path"] = section["fio_path"] or default_fio_path()
+        return settings
+
+    def node_memory_bytes(self, point, section):
+        if _is_memcpy(point):
+            return 512 * 2**20 + point["ranks"] * (100 * 2**20 + 2 * point["size"])
+        return 512 * 2**20
+
+
+def default_fio_path() -> str:
+    """io's own default folder for POSIX output, so that by default fio writes where io writes."""
+    import os
+    import tempfile
+
+    return os.path.join(tempfile.gettempdir(), "movebench-io")
+
+
+FAMILY = Calibration()

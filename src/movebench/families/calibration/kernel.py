@@ -1,0 +1,154 @@
+"""calibration: the figures a campaign's bandwidths are read against, measured in the same campaign.
+
+Probes (one point = one probe at one size and process count):
+
+- memcpy: each of `ranks` processes on one node copies `size` bytes with numpy.copyto from one
+  buffer into another, both allocated and touched before any timing, `iterations` times per
+  repetition (auto: doubled until a repetition lasts about `repetition_time`, as shuffle's
+  streams). bytes = ranks x size x iterations: a copied byte counts once, as a delivered
+  message's byte counts once in shuffle (STREAM's Copy counts its read and its write, 2x);
+  time = the slowest rank's, from a barrier. Between processes of one node, an MPI message is
+  copied at least once by a CPU (twice through MPICH's shared-memory cells, once with CMA), so
+  `ranks` processes deliver at most this many bytes per second: the intra-node bound.
+- fio: fio's sequential write as the io family writes (bench/io.py compares the two): `ranks`
+  jobs (sfsw: one job writing ranks x size_per_proc), ioengine=psync, pieces of
+  min(16 MiB, size), end_fsync=1, fresh files (create_on_open, unlink), in `fio_path`; the
+  warm-ups and repetitions are job groups run one after another (stonewall) by one fio
+  process. bytes = the group's io_bytes; time = its longest job's `job_runtime` (fio's clock,
+  whole milliseconds: the first I/O to the end of the fsync). Where fio is not installed, every
+  repetition is recorded with `measured: false` and the reason, so the campaign's grid stays
+  the config's and the report says why io's posix points have no bound.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tempfile
+
+import numpy as np
+
+MAX_PIECE = 16 * 2**20
+
+
+def copy_loop(comm, src, dst, iterations: int) -> tuple[float, int, dict]:
+    """`iterations` copies src -> dst on every rank; the slowest rank's time, the bytes of all ranks."""
+    from mpi4py import MPI
+
+    comm.Barrier()
+    start = MPI.Wtime()
+    for _ in range(iterations):
+        np.copyto(dst, src)
+    elapsed = comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
+    return elapsed, comm.size * src.nbytes * iterations, {"iterations": iterations}
+
+
+def calibrate(run, seconds: float) -> int:
+    """Iterations that make a repetition last about `seconds`; every rank gets the same slowest time."""
+    iterations, elapsed = 1, 0.0
+    while iterations < 1 << 30:
+        elapsed = run(iterations)[0]
+        if elapsed >= seconds / 8:
+            break
+        iterations *= 8 if elapsed < seconds / 256 else 2
+    return max(1, round(iterations * seconds / max(elapsed, 1e-9)))
+
+
+def fio_argv(pattern: str, jobs: int, size_per_proc: int, folder: str, runs: int = 1) -> list[str]:
+    """fio writing as io's posix backend does for `pattern` with `jobs` ranks (see the module docstring), `runs`
+    times one after another (`stonewall`: one job group per run, each with fresh files) in one fio process."""
+    if pattern == "sfsw":
+        jobs, size = 1, size_per_proc * jobs
+    else:
+        size = size_per_proc
+    argv = ["fio", f"--numjobs={jobs}", f"--size={size}", f"--bs={min(size, MAX_PIECE)}", "--rw=write",
+            "--ioengine=psync", "--end_fsync=1", "--fallocate=none", "--create_on_open=1", "--unlink=1",
+            "--output-format=json"]
+    if pattern == "sfmw":
+        argv += [f"--filename={folder}/fio-shared", f"--offset_increment={size}"]
+    else:
+        argv += [f"--directory={folder}"]
+    for run in range(runs):
+        argv += [f"--name={pattern}-{run}"] + (["--stonewall"] if run else [])
+    return argv
+
+
+def fio_runs(argv: list[str], timeout: float = 600) -> list[tuple[float, int, dict]]:
+    """One fio process, one result per job group (run): (the longest job's runtime in s, the jobs' bytes, extras).
+
+    fio takes most of a second to start and stop here, hence one process for all of a point's runs.
+    """
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    if done.returncode != 0:
+        raise SystemExit(f"movebench.calibration: fio failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
+    groups: dict[int, list[dict]] = {}
+    for job in json.loads(done.stdout[done.stdout.index("{"):])["jobs"]:
+        groups.setdefault(job["groupid"], []).append(job)
+    results = []
+    for _, jobs in sorted(groups.items()):
+        runtime_ms = max(j["job_runtime"] for j in jobs)
+        # 0 ms means under fio's 1 ms resolution: counted as 1 ms, the slowest it could have been.
+        results.append((max(runtime_ms, 1) / 1000, sum(j["write"]["io_bytes"] for j in jobs),
+                        {"measured": True, "fio_jobs": len(jobs), "runtime_resolution_s": 0.001}))
+    return results
+
+
+def fio_version() -> str | None:
+    if shutil.which("fio") is None:
+        return None
+    return subprocess.run(["fio", "--version"], capture_output=True, text=True).stdout.strip() or None
+
+
+def main(argv=None):
+    from mpi4py import MPI
+
+    from movebench.runner import load_task, run_mpi
+
+    task = load_task(argv)
+    point, settings = task.point, task.settings
+    comm = MPI.COMM_WORLD
+    if point["probe"] == "memcpy":
+        if comm.size != point["ranks"]:
+            raise SystemExit(f"movebench.calibration: the point has {point['ranks']} ranks but {comm.size} started")
+        src = np.ones(point["size"], dtype=np.uint8)
+        dst = np.zeros(point["size"], dtype=np.uint8)  # touched: page faults stay out of the timed copies
+        iterations = settings["iterations"]
+        if iterations == "auto":
+            iterations = calibrate(lambda i: copy_loop(comm, src, dst, i), settings["repetition_time"])
+
+        def measure(rep, warmup):
+            return copy_loop(comm, src, dst, iterations)
+
+        run_mpi(comm, task, measure, {"buffers_reused": True})
+        return
+    version = fio_version()
+    folder = None
+    if version is None:
+        why = "fio is not installed (not on PATH): no bound for io's posix points (Debian: apt-get install fio)"
+
+        def measure(rep, warmup):
+            return None, 0, {"measured": False, "skipped": why}
+    else:
+        folder = tempfile.mkdtemp(prefix="movebench-fio-", dir=_existing(settings["fio_path"]))
+        runs = fio_runs(fio_argv(point["pattern"], point["ranks"], point["size_per_proc"], folder,
+                                 task.warmups + task.repetitions))
+
+        def measure(rep, warmup):
+            return runs.pop(0)
+    try:
+        run_mpi(comm, task, measure, {"fio_version": version, "fio_path": settings["fio_path"]})
+    finally:
+        if folder:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _existing(path: str) -> str:
+    from pathlib import Path
+
+    Path(path).expanduser().mkdir(parents=True, exist_ok=True)
+    return str(Path(path).expanduser())
+
+
+if __name__ == "__main__":
+    main()

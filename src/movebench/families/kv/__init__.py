@@ -1,0 +1,155 @@
+"""kv: Dragon's distributed dictionary under GUPS-style load (definitions: kernel.py's docstring)."""
+
+from __future__ import annotations
+
+import math
+import os
+
+from movebench.core.sizes import expand_sizes, format_size, parse_size
+from movebench.spec import BANDWIDTH, ELAPSED, HIGHER, LOWER, Axis, Family, Measure, Setting, Storage
+
+# Dragon's DDict refuses a manager pool below 3 MB (DDICT_MIN_SIZE) and needs room beyond the data for its
+# own bookkeeping; Dragon's docs suggest ~30 % more than the data.
+DDICT_MIN_MANAGER_BYTES = 3 * 1024**2
+DDICT_HEADROOM = 1.3
+# Resident memory of one Dragon Python process (client, manager, infrastructure), measured here: ~70-90 MiB.
+PROCESS_RSS_BYTES = 120 * 1024**2
+INFRA_PROCESSES = 5
+KEY_BYTES = 128  # the kernel's; kept here too so that planning never imports the kernel
+
+
+def keys_per_client(section: dict, nodes: int, clients_per_node: int, value_size: int) -> int:
+    """Explicit keys_per_client, else gups_ddict's share of the DDict's memory."""
+    if section.get("keys_per_client"):
+        return int(section["keys_per_client"])
+    total_mem = parse_size(section["total_mem"]) * nodes
+    clients = nodes * clients_per_node
+    share = section["mem_frac"] * total_mem / (clients * (KEY_BYTES + value_size))
+    return int(min(section["max_keys"], math.floor(share)))
+
+
+def shm_bytes(total_mem_per_node: int, value_size: int, clients_per_node: int) -> int:
+    """What one node's /dev/shm must hold: the kernel's sizing of the DDict's pools and Dragon's segments."""
+    from movebench.families.kv.kernel import shm_bytes as kernel_shm_bytes
+
+    return kernel_shm_bytes(total_mem_per_node, value_size, clients_per_node)
+
+
+def node_memory_bytes(point: dict, section: dict) -> int:
+    """A node's plan: its DDict share, Dragon's segments, every process, two copies of each client's values."""
+    total_mem = parse_size(section["total_mem"])
+    keys = keys_per_client(section, point["nodes"], point["clients_per_node"], point["value_size"])
+    clients, managers = point["clients_per_node"], point["managers_per_node"]
+    data = 2 * clients * keys * (KEY_BYTES + point["value_size"])
+    processes = (clients + managers + INFRA_PROCESSES) * PROCESS_RSS_BYTES
+    return shm_bytes(total_mem, point["value_size"], clients) + data + processes
+
+
+class KV(Family):
+    name = "kv"
+    launcher = "dragon"
+    variant = "operation"
+    axes = (
+        Axis("operation", "operations"),
+        Axis("nodes", "nodes"),
+        Axis("clients_per_node", "clients_per_node"),
+        Axis("managers_per_node", "managers_per_node"),
+        Axis("value_size", "value_sizes", expand_sizes),
+    )
+    settings = (Setting("streams_per_manager"), Setting("total_mem", parse_size), Setting("iterations"),
+                Setting("transport", when=lambda point: point["nodes"] > 1))
+    measures = (
+        BANDWIDTH,
+        ELAPSED,
+        Measure("ops_per_s", "1/s", HIGHER, "operations per second, summed over clients"),
+        Measure("bandwidth_slowest_Bps", "B/s", HIGHER, "bytes / the slowest client's time"),
+        Measure("imbalance", "1", LOWER, "slowest / mean client time"),
+    )
+    kernel_sources = ("kernel.py", "../../dragonrun.py")
+
+    def check(self, section, campaign):
+        problems = []
+        try:
+            sizes = expand_sizes(section["value_sizes"])
+        except (ValueError, KeyError) as exc:
+            return [("value_sizes", section.get("value_sizes"), str(exc))]
+        if any(s < 1 for s in sizes):
+            problems.append(("value_sizes", section["value_sizes"], "every value size must be at least 1 byte"))
+            return problems
+        try:
+            total_mem = parse_size(section["total_mem"])
+        except ValueError as exc:
+            return problems + [("total_mem", section["total_mem"], str(exc))]
+        for managers in section["managers_per_node"]:
+            per_manager = total_mem / managers
+            if per_manager < DDICT_MIN_MANAGER_BYTES:
+                problems.append(("total_mem", section["total_mem"], f"{managers} managers per node get "
+                                 f"{format_size(int(per_manager))} each; a DDict manager needs at least 3MiB: "
+                                 f"use total_mem >= {format_size(managers * DDICT_MIN_MANAGER_BYTES)}"))
+            largest = max(sizes)
+            if (KEY_BYTES + largest) * DDICT_HEADROOM > per_manager:
+                need = _round_up_mib(managers * (KEY_BYTES + largest) * DDICT_HEADROOM)
+                problems.append(("total_mem", section["total_mem"], f"a {format_size(largest)} value does not fit "
+                                 f"a manager's {format_size(int(per_manager))} pool ({managers} managers per node): "
+                                 f"use total_mem >= {format_size(need)}"))
+        explicit = section.get("keys_per_client")
+        cpus = os.cpu_count() or 1
+        for nodes in section["nodes"]:
+            for cpn in section["clients_per_node"]:
+                if cpn > section["max_clients_per_cpu"] * cpus and nodes == 1:
+                    problems.append(("clients_per_node", cpn, f"this machine has {cpus} CPUs: at most "
+                                     f"{section['max_clients_per_cpu'] * cpus} clients per node "
+                                     f"(max_clients_per_cpu = {section['max_clients_per_cpu']})"))
+                for size in sizes:
+                    keys = keys_per_client(section, nodes, cpn, size)
+                    data = nodes * cpn * keys * (KEY_BYTES + size)
+                    if keys < 1:
+                        problems.append(("total_mem", section["total_mem"], f"mem_frac x total_mem leaves no key for "
+                                         f"each of {nodes * cpn} clients at value size {format_size(size)}: raise "
+                                         "total_mem or mem_frac, or lower clients_per_node"))
+                    elif explicit and data * DDICT_HEADROOM > total_mem * nodes:
+                        need = _round_up_mib(data * DDICT_HEADROOM / nodes)
+                        problems.append(("total_mem", section["total_mem"], f"{nodes * cpn} clients x {keys} keys x "
+                                         f"(128 B key + {format_size(size)} value) need {format_size(need)} per node "
+                                         f"with DDict's 30% headroom: use total_mem >= {format_size(need)} or fewer "
+                                         "keys_per_client"))
+        return _unique(problems)
+
+    def kernel_settings(self, point, section, campaign):
+        settings = super().kernel_settings(point, section, campaign)
+        settings["keys_per_client"] = keys_per_client(section, point["nodes"], point["clients_per_node"],
+                                                      point["value_size"])
+        return settings
+
+    def placement(self, point):
+        return int(point["nodes"]) * int(point["clients_per_node"]), int(point["nodes"])
+
+    def node_memory_bytes(self, point, section):
+        return node_memory_bytes(point, section)
+
+    def storage(self, point, section):
+        """The DDict's pools and Dragon's segments live in each node's /dev/shm (dragonrun checks it again)."""
+        need = shm_bytes(parse_size(section["total_mem"]), point["value_size"], point["clients_per_node"])
+        return [Storage("/dev/shm", need, "needs for its DDict pools and Dragon's segments", node_local=True)]
+
+    def launch_command(self, python_argv, task):
+        from movebench.families.kv.kernel import dragon_command
+
+        return dragon_command(python_argv, task)
+
+
+def _round_up_mib(nbytes) -> int:
+    return int(-(-nbytes // 2**20)) * 2**20
+
+
+def _unique(problems):
+    seen, out = set(), []
+    for p in problems:
+        key = (p[0], repr(p[1]), p[2])
+        if key not in seen:
+            seen.add(key)
+            out.append(p)
+    return out
+
+
+FAMILY = KV()

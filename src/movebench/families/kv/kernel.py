@@ -1,0 +1,388 @@
+"""kv: Dragon's distributed dictionary (DDict) under GUPS-style load.
+
+After Dragon's `gups_ddict.py` (its DDict performance page, v0.12.1), itself after
+HPCC RandomAccess: clients put or get their own unique set of key/value pairs in
+a DDict sharded over `managers_per_node` managers on each of `nodes` nodes.
+
+One point = one operation at one value size, clients per node, managers per node
+and node count, run as one Dragon job (`python -m movebench.dragonrun -- dragon -s
+python -m movebench.families.kv.kernel TASK.json`, see dragonrun.py for why the wrapper;
+on more than one node `dragon -t <transport> -N <nodes>` in the point's allocation, and
+dragonrun sweeps every node of it afterwards):
+
+- The head creates `DDict(managers_per_node, nodes, total_mem x nodes,
+  streams_per_manager=...)` and starts `nodes x clients_per_node` clients with
+  Dragon's multiprocessing start method. Dragon's start-up, the DDict's creation,
+  the clients' start and the DDict's destruction are timed apart and kept out of
+  every bandwidth.
+- Keys are 128-byte `bytes`, unique per client; values are `bytes` of
+  `value_size`, distinct per key (the key's index is stamped into the value's
+  first 8 bytes), built before anything is timed. Keys per client =
+  `keys_per_client` when set, else gups_ddict's
+  min(max_keys, floor(mem_frac x total_mem x nodes / (clients x (128 + value_size)))).
+- A repetition is one round: the clients and the head meet at a barrier, then
+  every client times (perf_counter) `iterations` passes over its
+  keys: put (`d[k] = v`), batch_put (`start_batch_put()`, the puts,
+  `end_batch_put()`, all timed), get (`d[k]`), frozen_get (the same gets; the
+  head calls `freeze()` before the round and `unfreeze()` after, untimed). get and
+  frozen_get put every key once first, untimed. put and batch_put overwrite
+  their keys from the second round on (the first round inserts them).
+- Aggregate bandwidth, as gups_ddict defines it: sum over clients of
+  ops_i / t_i x value_size, where t_i is client i's own round time. Key bytes are
+  not counted. `elapsed_s` is the slowest client's time and `bytes` the values
+  moved by all clients, so `bandwidth_slowest_Bps` = bytes / elapsed_s is the
+  stricter figure next to it; `ops_per_s` = sum of ops_i / t_i.
+- Differs from gups_ddict: its first timed round is meant to be skipped but is
+  not. Here every round is recorded and the first `warmups` rounds (the
+  campaign's warm-ups, default 2) are flagged and left out of the statistics, so
+  the put family's cold first round (inserting, not overwriting) and the first
+  touch of pool memory never count; with `warmups: 0` every round counts, as in
+  gups_ddict.
+- Verification: the gets keep the values they received (a reference, no copy)
+  and compare them with what was put once the timer stopped; puts are read back
+  once, untimed, after the last round. A mismatch makes the records not ok.
+- dragonhpc 0.12.3 (pinned): the DDict API of the study's 0.12.1 with its fixes. From 0.13 on, the DDict's
+  orchestrator runs its managers in a ProcessGroup whose exception-queue monitor thread polls a queue whose
+  poll(timeout) returns at once: it spins one CPU for the whole run (measured here on an idle DDict: 0.13.2,
+  0.14.2, 0.15.0 burn 25-80 % of a core, 0.11.1, 0.12.1, 0.12.3 under 1 %), which on 2 cores slows every
+  operation several-fold. 0.14.2 also fails to import without numpy.
+- Records: one per round with the aggregate; each client's per-round times go to
+  the meta (`clients`), with the DDict's own `stats` per manager after the last
+  round (each names its manager's host), where each client ran and which Dragon
+  transport agent ran beside it (`client_placement`), and the start-up and
+  teardown times (`dragon_launch`, added by dragonrun, with its sweep of every node).
+"""
+from __future__ import annotations
+
+import os
+import queue
+import socket
+import sys
+import time
+
+OPERATIONS = ("put", "batch_put", "get", "frozen_get")
+PUTS = ("put", "batch_put")
+GETS = ("get", "frozen_get")
+KEY_BYTES = 128
+# Dragon's own shared-memory segments per node, sized here instead of its defaults (4 GiB and 1 GiB).
+INF_SEG_BYTES = 256 * 1024**2
+MIN_DEFAULT_SEG_BYTES = 256 * 1024**2
+POLL_S = 0.5
+JOIN_S = 5.0
+BARRIER_S = 60.0
+
+
+def default_seg_bytes(value_size: int, clients_per_node: int) -> int:
+    """Dragon's default pool carries the queues, the barrier and values in flight between clients and managers."""
+    return max(MIN_DEFAULT_SEG_BYTES, 4 * clients_per_node * (value_size + KEY_BYTES))
+
+
+def shm_bytes(total_mem_per_node: int, value_size: int, clients_per_node: int) -> int:
+    """What one node's /dev/shm must hold: the DDict's pools and Dragon's two segments."""
+    return total_mem_per_node + default_seg_bytes(value_size, clients_per_node) + INF_SEG_BYTES
+
+
+# --- the launch: dragon under movebench.dragonrun ---
+
+
+def dragon_command(python_argv: list[str], task: dict) -> list[str]:
+    """`dragon -s` on one node (it refuses to start without -s when Slurm is installed but no job runs);
+    `dragon -t <transport> -N <nodes>` on more, in the allocation, and dragonrun sweeps every node after it."""
+    from pathlib import Path
+
+    point, settings = task["point"], task["settings"]
+    beside = Path(sys.executable).with_name("dragon")
+    dragon = str(beside) if beside.exists() else "dragon"
+    nodes = point["nodes"]
+    mode = ["-s"] if nodes == 1 else ["-N", str(nodes)]
+    if nodes > 1 and settings.get("transport"):
+        mode = ["-t", settings["transport"], *mode]
+    shm = shm_bytes(settings["total_mem"], point["value_size"], point["clients_per_node"])
+    wrapper = [sys.executable, "-m", "movebench.dragonrun", "--shm-bytes", str(shm)]
+    if nodes > 1:
+        wrapper += ["--nodes", str(nodes)]
+    if task.get("meta"):
+        wrapper += ["--meta", task["meta"]]
+    for name, value in segment_env(point["value_size"], point["clients_per_node"]).items():
+        wrapper += ["--env", f"{name}={value}"]
+    return [*wrapper, "--", dragon, *mode, *python_argv]
+
+
+def segment_env(value_size: int, clients_per_node: int) -> dict:
+    return {"DRAGON_DEFAULT_SEG_SZ": str(default_seg_bytes(value_size, clients_per_node)),
+            "DRAGON_INF_SEG_SZ": str(INF_SEG_BYTES)}
+
+
+# --- the clients ---
+
+
+def make_keys(client: int, count: int) -> list[bytes]:
+    return [(b"%08d:%016d:" % (client, i)).ljust(KEY_BYTES, b"k") for i in range(count)]
+
+
+def make_values(client: int, count: int, value_size: int) -> list[bytes]:
+    """Distinct per key: the client's random bytes with the key's index in the first 8 bytes."""
+    import numpy as np
+
+    base = np.random.default_rng(client).integers(0, 256, value_size, dtype=np.uint8).tobytes()
+    stamp = min(8, value_size)
+    return [i.to_bytes(8, "little")[:stamp] + base[stamp:] for i in range(count)]
+
+
+def timed_round(ddict, operation, keys, values, iterations):
+    """One client's timed passes over its keys; the gets keep what they received."""
+    got = [None] * len(keys) if operation in GETS else None
+    start = time.perf_counter()
+    for _ in range(iterations):
+        if operation == "put":
+            for key, value in zip(keys, values, strict=True):
+                ddict[key] = value
+        elif operation == "batch_put":
+            ddict.start_batch_put()
+            for key, value in zip(keys, values, strict=True):
+                ddict[key] = value
+            ddict.end_batch_put()
+        else:
+            for i, key in enumerate(keys):
+                got[i] = ddict[key]
+    return time.perf_counter() - start, got
+
+
+def mismatches(got, values) -> int:
+    return sum(1 for g, v in zip(got, values, strict=True) if g != v)
+
+
+def client_main(ddict, client, operation, value_size, count, iterations, rounds, barrier, results, fault_round):
+    """A client: untimed set-up, then `rounds` timed rounds, each starting at a barrier with the head."""
+    try:
+        keys, values = make_keys(client, count), make_values(client, count, value_size)
+        if operation in GETS:
+            for key, value in zip(keys, values, strict=True):
+                ddict[key] = value
+        results.put(("ready", client, placement()))
+        for rnd in range(rounds):
+            barrier.wait()
+            if rnd == fault_round and client == 0:
+                raise RuntimeError(f"fault injected in client {client}, round {rnd}")
+            elapsed, got = timed_round(ddict, operation, keys, values, iterations)
+            bad = mismatches(got, values) if got is not None else 0
+            results.put(("round", client, {"elapsed_s": elapsed, "ops": count * iterations, "mismatches": bad}))
+            del got
+        bad = 0
+        if operation in PUTS:
+            bad = sum(1 for key, value in zip(keys, values, strict=True) if ddict[key] != value)
+        results.put(("done", client, {"mismatches": bad}))
+    except BaseException as exc:
+        results.put(("failed", client, f"{type(exc).__name__}: {exc}"))
+        raise
+    finally:
+        ddict.detach()
+
+
+def placement() -> dict:
+    """Where this client runs, and which Dragon transport agent runs beside it: the proof that data crossed nodes."""
+    import socket
+
+    host = socket.gethostname()
+    try:
+        addr = socket.getaddrinfo(host, None, socket.AF_INET)[0][4][0]
+    except OSError:
+        addr = None
+    return {"host": host, "addr": addr, "agents": transport_agents()}
+
+
+def transport_agents() -> list[str]:
+    """Dragon's transport agents on this node: `dragon-tcp` without --infrastructure (that one carries the overlay
+    network), or `dragon-hsta`. Only processes in this process's network namespace: several nodes of the test
+    cluster share one /proc."""
+    mine = os.readlink("/proc/self/ns/net")
+    found = []
+    for entry in os.scandir("/proc"):
+        try:
+            if not entry.name.isdigit() or os.readlink(f"/proc/{entry.name}/ns/net") != mine:
+                continue
+            with open(f"/proc/{entry.name}/cmdline", "rb") as f:
+                argv = f.read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if any("dragon-hsta" in a for a in argv):
+            found.append("dragon-hsta")
+        elif any(a.endswith("dragon-tcp") for a in argv) and "--infrastructure" not in argv:
+            found.append("dragon-tcp")
+    return sorted(found)
+
+
+# --- the head ---
+
+
+class ClientFailed(RuntimeError):
+    pass
+
+
+class Inbox:
+    """The clients' messages to the head, collected one phase at a time.
+
+    A fast client may already report its next phase (its `done`, say) while a slow
+    one has not finished this one: such messages wait here for their phase.
+    """
+
+    def __init__(self, results, procs):
+        self.results, self.procs, self.early = results, procs, []
+
+    def collect(self, kind):
+        """One `kind` message from every client, failing as soon as a client fails or dies."""
+        got = {}
+        for what, client, payload in self.early:
+            if what == kind and client not in got:
+                got[client] = payload
+        self.early = [m for m in self.early if not (m[0] == kind and got.get(m[1]) is m[2])]
+        while len(got) < len(self.procs):
+            try:
+                what, client, payload = self.results.get(timeout=POLL_S)
+            except queue.Empty:
+                dead = [(i, p.exitcode) for i, p in enumerate(self.procs) if p.exitcode is not None and i not in got]
+                if dead:
+                    raise ClientFailed(f"client {dead[0][0]} exited with status {dead[0][1]} before its {kind!r} "
+                                       "message") from None
+                continue
+            if what == "failed":
+                raise ClientFailed(f"client {client} failed: {payload}")
+            if what == kind and client not in got:
+                got[client] = payload
+            else:
+                self.early.append((what, client, payload))
+        return [got[i] for i in range(len(self.procs))]
+
+
+def aggregate(rounds, value_size):
+    """gups_ddict's aggregate: sum of each client's own rate."""
+    times = [r["elapsed_s"] for r in rounds]
+    ops = sum(r["ops"] for r in rounds)
+    rates = [r["ops"] / r["elapsed_s"] for r in rounds]
+    slowest = max(times)
+    extras = {"bandwidth_Bps": sum(rates) * value_size, "bandwidth_slowest_Bps": ops * value_size / slowest,
+              "ops": ops, "ops_per_s": sum(rates), "client_elapsed_min_s": min(times),
+              "client_elapsed_max_s": slowest, "imbalance": slowest / (sum(times) / len(times))}
+    return slowest, ops * value_size, extras
+
+
+def _client_hosts(nodes: int) -> list[str | None]:
+    if nodes == 1:
+        return [None]
+    from dragon.native.machine import Node, System
+
+    return [Node(h).hostname for h in System().nodes][:nodes]
+
+
+def run_head(task, head_start: float) -> tuple[list[dict], dict]:
+    import multiprocessing as mp
+
+    import dragon  # noqa: F401  (registers the "dragon" start method)
+    from dragon.data.ddict.ddict import DDict
+    from dragon.infrastructure.policy import Policy
+
+    from movebench.core import records
+    from movebench.core.timing import Repetitions
+
+    mp.set_start_method("dragon")
+    point, settings = task.point, task.settings
+    operation, nodes, value_size = point["operation"], point["nodes"], point["value_size"]
+    keys_per_client, iterations = settings["keys_per_client"], settings["iterations"]
+    launched = float(os.environ.get("MOVEBENCH_DRAGON_T0", head_start))
+    clients = nodes * point["clients_per_node"]
+    scratch = os.environ.get("MOVEBENCH_SCRATCH", "")
+    schedule = list(Repetitions(task.repetitions, task.warmups))
+    t0 = time.time()
+    ddict = DDict(point["managers_per_node"], nodes, settings["total_mem"] * nodes,
+                  streams_per_manager=settings["streams_per_manager"], persist_path=scratch)
+    ddict_create_s = time.time() - t0
+    recs, client_rounds, procs, stats, placed = [], [], [], [], []
+    timings = {"head_start": head_start, "dragon_startup_s": head_start - launched, "ddict_create_s": ddict_create_s}
+    try:
+        results, barrier = mp.Queue(), mp.Barrier(clients + 1)
+        hosts = _client_hosts(nodes)
+        t0 = time.time()
+        for client in range(clients):
+            proc = mp.Process(target=client_main, args=(
+                ddict, client, operation, value_size, keys_per_client, iterations,
+                len(schedule), barrier, results, settings.get("fault_round", -1)))
+            host = hosts[client % len(hosts)]
+            if host is None:
+                proc.start()
+            else:
+                with Policy(placement=Policy.Placement.HOST_NAME, host_name=host):
+                    proc.start()
+            procs.append(proc)
+        inbox = Inbox(results, procs)
+        placed = inbox.collect("ready")
+        timings["clients_start_s"] = time.time() - t0
+        fixed = {"clients": clients, "keys_per_client": keys_per_client, "iterations": iterations,
+                 **{k: timings[k] for k in ("dragon_startup_s", "ddict_create_s", "clients_start_s")}}
+        for rnd, (rep, warmup) in enumerate(schedule):
+            if operation == "frozen_get":
+                ddict.freeze()
+            # Every client has reported (ready, or its last round): a client that cannot reach the barrier within
+            # BARRIER_S has died, and the broken barrier fails the point instead of hanging it.
+            barrier.wait(BARRIER_S)
+            rounds = inbox.collect("round")
+            if operation == "frozen_get":
+                ddict.unfreeze()
+            elapsed, nbytes, extras = aggregate(rounds, value_size)
+            bad = sum(r["mismatches"] for r in rounds)
+            error = f"{bad} gets returned a value other than the one put" if bad else None
+            recs.append(records.record("kv", operation, point, rep, warmup, elapsed_s=elapsed, nbytes=nbytes,
+                                       ok=not bad, error=error, verified=not bad, **fixed, **extras))
+            client_rounds += [{"round": rnd, "rep": rep, "warmup": warmup, "client": i, **r}
+                              for i, r in enumerate(rounds)]
+        bad = sum(d["mismatches"] for d in inbox.collect("done"))
+        if bad:
+            for rec in recs:
+                rec.update(ok=False, verified=False, error=f"{bad} keys read back after the puts differ from "
+                           "the values put")
+        stats = [_stats_row(s) for s in ddict.stats]
+        for proc in procs:
+            proc.join()
+    except BaseException as exc:
+        # Said before the clean-up below, which can hang on a broken runtime until dragonrun kills it.
+        print(f"movebench.kv head: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        raise
+    finally:
+        for proc in procs:
+            proc.join(JOIN_S)
+        for proc in procs:
+            if proc.exitcode is None:
+                proc.terminate()
+                proc.join(JOIN_S)
+        t0 = time.time()
+        ddict.destroy()
+        timings["ddict_destroy_s"] = time.time() - t0
+    meta = {**timings, "clients": client_rounds, "ddict_stats": stats, "key_bytes": KEY_BYTES,
+            "head_host": socket.gethostname(), "client_placement": placed, "dragon_transport": dragon_transport(task),
+            "segments": {k: os.environ.get(k) for k in ("DRAGON_DEFAULT_SEG_SZ", "DRAGON_INF_SEG_SZ")}}
+    return recs, meta
+
+
+def dragon_transport(task) -> str:
+    """The agent asked for between nodes: the point's transport, or Dragon's own choice; none on one node."""
+    if task.point["nodes"] == 1:
+        return "none (one node)"
+    return task.settings.get("transport") or "dragon-config"
+
+
+def _stats_row(s) -> dict:
+    keep = ("manager_id", "hostname", "total_bytes", "total_used_bytes", "pool_utilization", "num_keys",
+            "max_pool_allocations", "max_pool_allocations_used")
+    return {k: getattr(s, k, None) for k in keep}
+
+
+def main(argv=None):
+    head_start = time.time()
+    from movebench.runner import load_task, write
+
+    task = load_task(argv)
+    recs, meta = run_head(task, head_start)
+    write(task, recs, launcher="dragon", head_end=time.time(), **meta)
+
+
+if __name__ == "__main__":
+    main()

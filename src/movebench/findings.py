@@ -1,0 +1,103 @@
+"""The findings a person reads first, generated from the data: what failed, what is above its bound, what
+changed since the compared campaign, which published results did or did not reproduce, and each family's
+headline figures with their confidence intervals.
+
+Each finding is `{"level": "bad" | "warn" | "info", "text": str, "link": "#anchor"}`; the report lists
+them in that order of levels, worst first.
+"""
+
+from __future__ import annotations
+
+from movebench import compare, families
+
+LEVELS = ("bad", "warn", "info")
+
+
+def _failures(name: str, section: dict) -> list[dict]:
+    out = []
+    failed = section["failed"]
+    limited = [f for f in failed if "timed out" in str(f.get("error") or "")]
+    others = [f for f in failed if f not in limited]
+    if limited:
+        out.append({"level": "bad", "link": f"#{name}-failed",
+                    "text": f"{name}: {len(limited)} point{'s' if len(limited) > 1 else ''} stopped on a limit "
+                            f"({limited[0]['error']}), e.g. {limited[0]['point']}"})
+    if others:
+        out.append({"level": "bad", "link": f"#{name}-failed",
+                    "text": f"{name}: {len(others)} point{'s' if len(others) > 1 else ''} failed, e.g. "
+                            f"{others[0]['point']}: {others[0].get('error')}"})
+    if section["missing"]:
+        n = len(section["missing"])
+        out.append({"level": "warn", "link": f"#{name}",
+                    "text": f"{name}: {n} point{'s' if n > 1 else ''} without a result (not run yet, or killed "
+                            "without a trace)"})
+    return out
+
+
+def _above_bound(name: str, summary) -> list[dict]:
+    from movebench import bounds
+    from movebench.core.units import sig
+
+    above = bounds.above(summary)
+    if above.empty:
+        return []
+    worst = above.sort_values("pct_of_bound", ascending=False).iloc[0]
+    n = len(above)
+    return [{"level": "bad", "link": f"#{name}-bounds",
+             "text": f"{name}: {n} point{'s' if n > 1 else ''} above 100% of {'their' if n > 1 else 'its'} "
+                     f"upper bound, the highest {worst['point']} at {sig(worst['pct_of_bound'])}% of "
+                     f"{worst['bound']}: distrust the figure, or the bound does not apply"}]
+
+
+def _comparison(comparison: dict | None) -> list[dict]:
+    if not comparison:
+        return []
+    counts = comparison["counts"]
+    main = ", ".join(f"{counts[v]} {v}" for v in ("regressed", "improved", "unchanged", "inconclusive"))
+    extra = [f"{counts[v]} {v}" for v in (compare.NOT_COMPARABLE, compare.ONLY_BASE, compare.ONLY_NEW) if counts[v]]
+    level = "bad" if counts["regressed"] else "info"
+    out = [{"level": level, "link": "#compared",
+            "text": f"Compared with {comparison['folder']}: {main}" + (f"; {', '.join(extra)}" if extra else "")
+                    + " (point-measures)"}]
+    worst = compare.worst(comparison["frame"], "regressed", 3)
+    for r in worst.itertuples():
+        out.append({"level": "bad", "link": "#compare-changes",
+                    "text": f"regressed: {r.family} {r.point} {r.measure} x{r.ratio:.3g} "
+                            f"[{r.ci_low:.3g}, {r.ci_high:.3g}] ({r.better} is better)"})
+    for warning in comparison["warnings"]:
+        out.append({"level": "warn", "link": "#compared", "text": warning})
+    return out
+
+
+def _references(published: dict) -> list[dict]:
+    out = []
+    totals = {"pass": 0, "fail": 0, "shown": 0, "not measured": 0}
+    for name, part in published.items():
+        for status, n in part["counts"].items():
+            totals[status] += n
+        for r in part["rows"]:
+            if r["status"] == "fail":
+                out.append({"level": "bad", "link": f"#{name}-published", "text": f"{r['id']}: {r['words']}"})
+    if any(totals.values()):
+        out.append({"level": "info", "link": "#" + (next(iter(published)) + "-published" if published else "top"),
+                    "text": f"Published vs measured here: {totals['pass']} reproduced, {totals['fail']} not "
+                            f"reproduced, {totals['shown']} absolute figure{'' if totals['shown'] == 1 else 's'} "
+                            f"shown beside ours, {totals['not measured']} not measured by this campaign's points"})
+    return out
+
+
+def build(sections: dict, comparison: dict | None, published: dict) -> list[dict]:
+    """Every finding, worst first."""
+    items = []
+    for name, section in sections.items():
+        items += _failures(name, section)
+        items += _above_bound(name, section["summary"])
+    items += _comparison(comparison)
+    items += _references(published)
+    for name, section in sections.items():
+        if section["summary"].empty:
+            continue
+        headlines = getattr(families.report_module(name), "headlines", None)
+        for text, level in (headlines(section["table"], section["summary"]) if headlines else []):
+            items.append({"level": level, "link": f"#{name}", "text": f"{name}: {text}"})
+    return sorted(items, key=lambda item: LEVELS.index(item["level"]))

@@ -1,0 +1,266 @@
+"""Expected results (a `references` YAML file) checked against a campaign's records.
+
+A reference selects points (family, a variant or a ratio of two variants, parameters), names a
+metric, and gives a value with ReFrame-style relative tolerances and a unit. `check` returns one
+row per reference and matched point (a reference with no matching point gets one "not measured"
+row): the published value and its accepted band, this campaign's figure with its 95% CI, and
+the status:
+
+- ratios of two variants' medians are judged: `pass` when our ratio (the Hodges-Lehmann ratio of
+  the two variants' repetitions, `movebench.core.verdict`) lies in the band, `fail` otherwise;
+- absolute figures are `shown` ("published on <system>") with the median and its distribution-free
+  CI beside them, unless the reference says `judged: true` (a site's own baseline);
+- `not measured` when the campaign has no matching point (or no denominator point for a ratio).
+
+`ci_vs_band` says whether the whole CI lies inside the band, overlaps it, or lies outside: a
+`pass` whose CI overlaps the edge is a pass the noise could undo.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from movebench import config as campaign_config
+from movebench import families
+from movebench.compare import Results, read_results
+from movebench.core import stats
+from movebench.core.sizes import SizeError, parse_size
+from movebench.core.verdict import compare_samples
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_FILE = ROOT / "config" / "references" / "published.yaml"
+SCHEMA = ROOT / "workflow" / "schemas" / "references.schema.yaml"
+
+# unit -> (dimension, factor to the SI unit of the metric)
+UNITS = {
+    "x": ("ratio", 1.0), "1": ("ratio", 1.0), "%": ("ratio", 0.01),
+    "s": ("time", 1.0), "ms": ("time", 1e-3), "us": ("time", 1e-6),
+    "B/s": ("bandwidth", 1.0), "kB/s": ("bandwidth", 1e3), "MB/s": ("bandwidth", 1e6), "GB/s": ("bandwidth", 1e9),
+    "KiB/s": ("bandwidth", 2.0**10), "MiB/s": ("bandwidth", 2.0**20), "GiB/s": ("bandwidth", 2.0**30),
+    "B": ("bytes", 1.0), "kB": ("bytes", 1e3), "MB": ("bytes", 1e6), "GB": ("bytes", 1e9),
+    "KiB": ("bytes", 2.0**10), "MiB": ("bytes", 2.0**20), "GiB": ("bytes", 2.0**30),
+    "ops/s": ("rate", 1.0),
+}
+STATUSES = ("pass", "fail", "shown", "not measured")
+COLUMNS = ("id", "study", "system", "family", "kind", "what", "parameters", "metric", "point", "value", "unit",
+           "low", "high", "judged", "n", "measured", "ci_low", "ci_high", "status", "ci_vs_band", "quote", "note",
+           "title", "source")
+
+
+class ReferencesError(campaign_config.ConfigError):
+    """A bad references file: one line per problem (key path, value, what would be valid)."""
+
+    def __init__(self, problems, path=None):
+        self.path = path
+        super().__init__(problems)
+
+    def message(self) -> str:
+        lines = [f"  {p} = {campaign_config._show(v)}: {hint}" for p, v, hint in self.problems]
+        noun = "problem" if len(lines) == 1 else "problems"
+        where = f" {self.path}" if getattr(self, "path", None) else ""
+        return f"invalid references file{where} ({len(lines)} {noun}):\n" + "\n".join(lines)
+
+
+def dimension(metric: str) -> str:
+    """What a metric measures, from its name: bandwidth, rate, bytes, time, or a plain ratio."""
+    if metric.endswith("_Bps"):
+        return "bandwidth"
+    if metric.endswith("_per_s"):
+        return "rate"
+    if metric.endswith("_bytes"):
+        return "bytes"
+    if metric.endswith("_s"):
+        return "time"
+    return "ratio"
+
+
+def validate(document: dict, path=None) -> dict:
+    """The references document with defaults filled in; raises ReferencesError listing every problem."""
+    import copy
+
+    document = copy.deepcopy(document if document is not None else {})
+    schema = yaml.safe_load(SCHEMA.read_text())
+    problems = campaign_config._schema_problems(document, schema)
+    if not problems:
+        problems = _cross_checks(document)
+    if problems:
+        raise ReferencesError(problems, path)
+    return document
+
+
+def _cross_checks(document: dict) -> list[tuple[str, object, str]]:
+    problems = []
+    known = families.names()
+    studies = document.get("studies") or {}
+    seen = set()
+    for i, ref in enumerate(document["references"]):
+        where = f"references[{i}]"
+        if ref["id"] in seen:
+            problems.append((f"{where}.id", ref["id"], "already used by an earlier reference: ids must be unique"))
+        seen.add(ref["id"])
+        if ref["study"] not in studies:
+            problems.append((f"{where}.study", ref["study"], "not a key of `studies`: "
+                             + (", ".join(sorted(studies)) if studies else "add the study under `studies`")))
+        if ref["family"] not in known:
+            problems.append((f"{where}.family", ref["family"], "must be one of " + ", ".join(known)))
+        has_variant, has_ratio = "variant" in ref, "ratio" in ref
+        if has_variant == has_ratio:
+            problems.append((where, {k: ref[k] for k in ("variant", "ratio") if k in ref},
+                             "give `variant` (a metric of one variant) or `ratio` (two variants' medians), "
+                             + ("not both" if has_variant else "one of them")))
+        unit_dim = UNITS[ref["unit"]][0]
+        if has_variant == has_ratio:
+            pass  # what the unit must be depends on the kind, reported above
+        elif has_ratio and ref["unit"] != "x":
+            problems.append((f"{where}.unit", ref["unit"], "a ratio of two variants is in x"))
+        elif not has_ratio and unit_dim != dimension(ref["metric"]):
+            fits = [u for u, (d, _) in UNITS.items() if d == dimension(ref["metric"]) and u != "x"]
+            problems.append((f"{where}.unit", ref["unit"],
+                             f"{ref['metric']} is a {dimension(ref['metric'])}: use " + ", ".join(fits)))
+        for key, value in (ref.get("parameters") or {}).items():
+            if key == "variant":
+                problems.append((f"{where}.parameters.{key}", value, "put the variant in `variant` or `ratio`"))
+    return problems
+
+
+def load(path=None) -> dict:
+    path = Path(path or DEFAULT_FILE)
+    try:
+        document = yaml.safe_load(path.read_text())
+    except OSError as error:
+        raise ReferencesError([("(file)", str(path), f"cannot be read: {error.strerror}")], path) from None
+    except yaml.YAMLError as error:
+        raise ReferencesError([("(file)", str(path), f"is not YAML: {error}".splitlines()[0])], path) from None
+    return validate(document, path)
+
+
+# --- checking ---
+
+
+def _matches(want, have) -> bool:
+    have = have.item() if hasattr(have, "item") else have  # numpy scalars from the records table
+    if isinstance(have, bool) or isinstance(want, bool):
+        return want == have
+    if isinstance(have, (int, float)):
+        if isinstance(want, str):
+            try:
+                want = parse_size(want)
+            except SizeError:
+                return False
+        return isinstance(want, (int, float)) and math.isclose(float(want), float(have), rel_tol=1e-9)
+    return str(want) == str(have)
+
+
+def _selected(points: dict[str, pd.DataFrame], variant: str, parameters: dict) -> list[str]:
+    chosen = []
+    for point, group in points.items():
+        if group["variant"].iloc[0] != variant:
+            continue
+        first = group.iloc[0]
+        params = {k: first[k] for k in parameters if k in group.columns and not pd.isna(first[k])}
+        if all(k in params and _matches(v, params[k]) for k, v in parameters.items()):
+            chosen.append(point)
+    return sorted(chosen)
+
+
+def _swap_variant(point: str, old: str, new: str) -> str | None:
+    segments = point.split("/")
+    hits = [i for i, s in enumerate(segments) if s.partition("~")[2] == old]
+    if len(hits) != 1:
+        return None
+    key = segments[hits[0]].partition("~")[0]
+    segments[hits[0]] = f"{key}~{new}"
+    return "/".join(segments)
+
+
+def _values(group: pd.DataFrame, metric: str) -> list[float]:
+    if metric not in group.columns:
+        return []
+    return pd.to_numeric(group[metric], errors="coerce").dropna().tolist()
+
+
+def check(results, references: dict | None = None) -> pd.DataFrame:
+    """One row per reference and matched point (columns `COLUMNS`); `results` is a folder or `Results`."""
+    results = results if isinstance(results, Results) else read_results(results)
+    references = references if references is not None else load()
+    records = results.records
+    if len(records):
+        records = records[~records["warmup"].astype(bool) & records["ok"].astype(bool)]
+    by_family = {fam: {p: g for p, g in part.groupby("point", sort=True)}
+                 for fam, part in records.groupby("family", sort=True)} if len(records) else {}
+    studies = references.get("studies") or {}
+    rows = []
+    for ref in references["references"]:
+        study = studies.get(ref["study"], {})
+        factor = UNITS[ref["unit"]][1]
+        low = ref["value"] * (1 + ref["lower"]) if ref.get("lower") is not None else 0.0
+        high = ref["value"] * (1 + ref["upper"]) if ref.get("upper") is not None else math.inf
+        is_ratio = "ratio" in ref
+        judged = ref.get("judged", is_ratio)
+        base = {
+            "id": ref["id"], "study": ref["study"], "system": study.get("system"), "family": ref["family"],
+            "kind": "ratio" if is_ratio else "metric",
+            "what": f"{ref['ratio']['numerator']} / {ref['ratio']['denominator']}" if is_ratio else ref["variant"],
+            "parameters": ", ".join(f"{k}={v}" for k, v in (ref.get("parameters") or {}).items()),
+            "metric": ref["metric"], "value": ref["value"], "unit": ref["unit"], "low": low, "high": high,
+            "judged": judged, "quote": ref.get("quote"), "note": ref.get("note"),
+            "title": study.get("title"), "source": study.get("source"),
+        }
+        points = by_family.get(ref["family"], {})
+        found = []
+        if is_ratio:
+            num, den = ref["ratio"]["numerator"], ref["ratio"]["denominator"]
+            for point in _selected(points, num, ref.get("parameters") or {}):
+                partner = _swap_variant(point, num, den)
+                if partner in points:
+                    top, bottom = _values(points[point], ref["metric"]), _values(points[partner], ref["metric"])
+                    if top and bottom:
+                        c = compare_samples(bottom, top)
+                        found.append((point, f"{len(top)} / {len(bottom)}", c.ratio, c.ci_low, c.ci_high))
+        else:
+            for point in _selected(points, ref["variant"], ref.get("parameters") or {}):
+                values = _values(points[point], ref["metric"])
+                if values:
+                    s = stats.summarize(values)
+                    found.append((point, str(s["n"]), s["median"] / factor, s["ci_low"] / factor,
+                                  s["ci_high"] / factor))
+        if not found:
+            rows.append({**base, "point": None, "n": None, "measured": None, "ci_low": None, "ci_high": None,
+                         "status": "not measured", "ci_vs_band": None})
+            continue
+        for point, n, measured, ci_low, ci_high in found:
+            if not judged:
+                status = "shown"
+            else:
+                status = "pass" if low <= measured <= high else "fail"
+            if low <= ci_low and ci_high <= high:
+                band = "inside"
+            elif ci_high < low or ci_low > high:
+                band = "outside"
+            else:
+                band = "overlaps"
+            rows.append({**base, "point": point, "n": n, "measured": measured, "ci_low": ci_low,
+                         "ci_high": ci_high, "status": status, "ci_vs_band": band})
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def summary_lines(frame: pd.DataFrame) -> list[str]:
+    counts = frame["status"].value_counts().to_dict() if len(frame) else {}
+    lines = [", ".join(f"{counts.get(s, 0)} {s}" for s in STATUSES)]
+    missing = frame[frame["status"] == "not measured"]
+    if len(missing):
+        by_study = missing.groupby("study").size()
+        lines.append("  not measured (no matching point; ids in check.csv): "
+                     + ", ".join(f"{study} {n}" for study, n in by_study.items()))
+    for r in frame.itertuples():
+        if r.status == "not measured":
+            continue
+        ours = f"{r.measured:.4g} {r.unit} [{r.ci_low:.4g}, {r.ci_high:.4g}]"
+        band = f"{r.low:.4g}..{r.high:.4g}" if math.isfinite(r.high) else f">= {r.low:.4g}"
+        theirs = f"{r.value:.4g} {r.unit} ({band})" if r.judged else f"{r.value:.4g} {r.unit} published on {r.system}"
+        lines.append(f"  {r.status.upper():12s} {r.id}: ours {ours} vs {theirs}  [{r.point}]")
+    return lines

@@ -1,0 +1,84 @@
+"""What every kernel shares: its task, the repetition loop, and writing records and meta.
+
+A kernel measures one point. `movebench.launch` writes the point's task (a JSON file: the point,
+the kernel's settings, repetitions, warm-ups, and where to write) and starts the kernel with its
+path as the only argument, e.g. `mpiexec -n 2 python -m movebench.families.shuffle.kernel task.json`.
+The point goes into every record verbatim: it is the record's identity. Rank 0 writes the records
+and meta to the task's paths; launch renames them into place only when the whole job succeeded,
+so a half-run point never looks finished.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+
+from movebench.core import envinfo, records
+from movebench.core.timing import Repetitions
+
+
+@dataclass
+class Task:
+    family: str
+    variant: str
+    point: dict
+    settings: dict = field(default_factory=dict)
+    repetitions: int = 5
+    warmups: int = 2
+    out: str = ""
+    meta: str = ""
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Task:
+        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        return cls(**known)
+
+
+def load_task(argv=None) -> Task:
+    """The task whose path is the kernel's one argument."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if len(argv) != 1 or argv[0].startswith("-"):
+        prog = sys.argv[0] if sys.argv and sys.argv[0] else "kernel"
+        sys.exit(f"usage: {prog} TASK.json  (a task written by python -m movebench.launch; see movebench.runner)")
+    with open(argv[0]) as f:
+        return Task.from_dict(json.load(f))
+
+
+def run_mpi(comm, task: Task, measure, extra_meta=None) -> list[dict]:
+    """Run `measure(rep, warmup) -> (elapsed_s, nbytes, extras)` on every rank for each repetition.
+
+    `measure` is collective: every rank calls it and every rank returns the same tuple (kernels
+    reduce their timings before returning). Rank 0 writes the records and the meta.
+    """
+    from movebench.core.mpi import mpi_meta
+
+    started = time.time()
+    recs = []
+    for rep, warmup in Repetitions(task.repetitions, task.warmups):
+        elapsed, nbytes, extras = measure(rep, warmup)
+        recs.append(records.record(task.family, task.variant, task.point, rep, warmup, elapsed_s=elapsed,
+                                   nbytes=nbytes, **extras))
+    placement = mpi_meta(comm)
+    if comm.rank == 0:
+        write(task, recs, kernel_start=started, **placement, **(extra_meta or {}))
+    return recs
+
+
+def write(task: Task, recs: list[dict], **meta) -> None:
+    """The point's records, and its meta: the environment, the task, and what the kernel adds.
+
+    A full disk ends the kernel with one line (launch adds the folder's free space), not a traceback.
+    """
+    try:
+        records.write_jsonl(task.out, recs)
+        if task.meta:
+            captured = envinfo.capture(family=task.family, variant=task.variant, point=task.point,
+                                       settings=task.settings, kernel_end=time.time(), **meta)
+            records.write_json(task.meta, captured)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        sys.exit(f"movebench: {task.family}: cannot write the records ({exc.strerror}): {task.out}")

@@ -1,0 +1,214 @@
+"""What a benchmark family declares, and the grid the engine builds from it.
+
+A family is the package `movebench.families.<name>`: its `__init__.py` holds the spec (a
+`Family` subclass instance named `FAMILY`), `kernel.py` the measurement, `report.py` its tables
+and figures, `schema.yaml` its config block and `report.html.j2` its report section. The spec says,
+ReFrame-style, what a point is and what is measured:
+
+- `axes`: the swept parameters, in the order of the point's path; each reads a list from the
+  family's config section and may exist only for some points (`when`, e.g. skew only for the
+  shuffle pattern).
+- `settings`: the config keys a kernel gets besides the point (not swept; changing one reruns the
+  points that receive it).
+- `measures`: record fields with their unit and which direction is better.
+- `constraint(point)`: why a combination of axis values cannot run (default: more nodes than
+  ranks); the engine leaves such points out and refuses a value that leaves out every point.
+- `resources(point, section)`: what a point's job asks of a scheduler.
+- `node_memory_bytes(point, section)` and `storage(point, section)`: what a point plans to use on its
+  busiest node and on filesystems; the engine admits a point only when these fit (movebench.admission).
+
+Only `kernel.py` (and `kernel_sources`) plus the shared runner files are inputs of a family's point
+rule: editing the spec, the report or a template never reruns a measurement. The spec therefore
+imports nothing heavy (no numpy, pandas or mpi4py): the launcher imports it for every point.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+Problem = tuple[str, Any, str]  # (key path inside the section, bad value, what would be valid)
+
+
+def _always(point: dict) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Axis:
+    """A swept parameter: point key `name`, values from the config list `key`."""
+
+    name: str
+    key: str
+    #: config value -> the list of point values (e.g. sizes "4KiB" -> 4096); must give JSON scalars.
+    expand: Callable[[Any], list] = list
+    #: the axis exists only for points (built so far, earlier axes) where this holds.
+    when: Callable[[dict], bool] = _always
+
+    @property
+    def conditional(self) -> bool:
+        return self.when is not _always
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A config key (dotted for nested keys) a kernel receives, unchanged or through `convert`."""
+
+    key: str
+    convert: Callable[[Any], Any] | None = None
+    when: Callable[[dict], bool] = _always
+
+    def value(self, section: dict):
+        value = section
+        for part in self.key.split("."):
+            value = value[part]
+        return self.convert(value) if self.convert and value is not None else value
+
+
+@dataclass(frozen=True)
+class Storage:
+    """Room a point needs in a folder's filesystem while it runs."""
+
+    path: str
+    bytes: int
+    #: what the bytes are, for the refusal message
+    what: str
+    #: left there after the point (e.g. io with cleanup: false): such bytes add up over a campaign's points
+    kept: bool = False
+    #: on each node's own filesystem (/dev/shm): only checked where the run's node is this machine
+    node_local: bool = False
+
+
+HIGHER, LOWER = "higher", "lower"
+
+
+@dataclass(frozen=True)
+class Measure:
+    """A measured record field: its unit, which direction is better, and whether it is summarised."""
+
+    name: str
+    unit: str
+    better: str
+    label: str = ""
+    summarize: bool = True
+
+    def __post_init__(self):
+        if self.better not in (HIGHER, LOWER):
+            raise ValueError(f"measure {self.name}: better must be {HIGHER!r} or {LOWER!r}, not {self.better!r}")
+
+
+#: Every family's records carry these two; bandwidth is bytes / elapsed_s (core/records.py).
+BANDWIDTH = Measure("bandwidth_Bps", "B/s", HIGHER, "bandwidth")
+ELAPSED = Measure("elapsed_s", "s", LOWER, "time")
+
+
+class Family:
+    """A family's spec. Subclass, set the class attributes, override hooks where the defaults do not fit."""
+
+    name: str = ""
+    #: "mpi": the kernel runs under the profile's MPI launcher; "dragon": under `launch_command`.
+    launcher: str = "mpi"
+    #: the axis whose value is a record's `variant` (the operation measured).
+    variant: str = ""
+    axes: tuple[Axis, ...] = ()
+    settings: tuple[Setting, ...] = ()
+    measures: tuple[Measure, ...] = (BANDWIDTH, ELAPSED)
+    #: old config keys, each with the line that says what replaced it.
+    renamed: dict[str, str] = {}
+    #: files of the family package (besides the shared runner) whose change reruns its points.
+    kernel_sources: tuple[str, ...] = ("kernel.py",)
+
+    # --- the grid ---
+
+    @property
+    def point_keys(self) -> tuple[str, ...]:
+        return tuple(axis.name for axis in self.axes)
+
+    @property
+    def measure(self) -> dict[str, Measure]:
+        return {m.name: m for m in self.measures}
+
+    def check(self, section: dict, campaign: dict) -> list[Problem]:
+        """Problems the schema cannot express; the engine adds constraint and size checks."""
+        return []
+
+    def constraint(self, point: dict) -> str | None:
+        """Why this combination cannot run, or None. Default: every node needs a rank."""
+        if "nodes" in point and "ranks" in point and point["nodes"] > point["ranks"]:
+            return f"more nodes than the {point['ranks']} ranks: each node needs at least one rank"
+        return None
+
+    def combinations(self, section: dict):
+        """Every combination of axis values in path order, `when` applied, constraints not yet.
+
+        A value given twice (4KiB and 4096, or a repeated list entry) is one value: its points run once.
+        """
+        values = {axis.name: list(dict.fromkeys(axis.expand(section[axis.key]))) for axis in self.axes}
+
+        def extend(point: dict, rest: tuple[Axis, ...]):
+            if not rest:
+                yield dict(point)
+                return
+            axis, rest = rest[0], rest[1:]
+            if not axis.when(point):
+                yield from extend(point, rest)
+                return
+            for value in values[axis.name]:
+                point[axis.name] = value
+                yield from extend(point, rest)
+                del point[axis.name]
+
+        yield from extend({}, self.axes)
+
+    def points(self, section: dict) -> list[dict]:
+        """The family's points: ordered parameter dicts, their keys making the path."""
+        return [p for p in self.combinations(section) if self.constraint(p) is None]
+
+    # --- what a point's kernel gets, and what its job asks for ---
+
+    def kernel_settings(self, point: dict, section: dict, campaign: dict) -> dict:
+        return {s.key: s.value(section) for s in self.settings if s.when(point)}
+
+    def placement(self, point: dict) -> tuple[int, int]:
+        """(ranks or processes, nodes) the launcher starts for this point."""
+        return int(point.get("ranks", 1)), int(point.get("nodes", 1))
+
+    def node_memory_bytes(self, point: dict, section: dict) -> int:
+        """What the point plans to use on its busiest node; families refine it."""
+        return 1024**3
+
+    def storage(self, point: dict, section: dict) -> list[Storage]:
+        """Filesystem room the point needs while it runs (besides its records); default none."""
+        return []
+
+    def resources(self, point: dict, section: dict) -> dict:
+        """A point job's scheduler resources: tasks (sbatch --ntasks), nodes, mem_mb.
+
+        MPI families: one task per rank. Other launchers (Dragon) start their own processes, one srun
+        task per node for Dragon's back end; the Slurm executor refuses a job that has the `mpi`
+        resource (which keeps it from wrapping the point in `srun -n 1`) with a single task, hence at
+        least 2. With `--exclusive` (profiles/slurm) the job has the whole nodes whatever the count.
+        """
+        ranks, nodes = self.placement(point)
+        tasks = ranks if self.launcher == "mpi" else max(2, nodes)
+        return {"tasks": tasks, "nodes": nodes, "mem_mb": -(-self.node_memory_bytes(point, section) // 2**20)}
+
+    def services(self, section: dict, campaign: dict, points: list[dict]):
+        """A context manager for what the points about to run need (e.g. an emulator), or None."""
+        return None
+
+    def launch_command(self, python_argv: list[str], task: dict) -> list[str]:
+        """The whole command of a point for a family whose launcher is not "mpi"."""
+        raise NotImplementedError(f"family {self.name} has launcher {self.launcher!r} but no launch_command")
+
+
+def point_path(point: dict) -> str:
+    """Paramspace-style path of a point: key~value segments in axis order."""
+    return "/".join(f"{k}~{_fmt(v)}" for k, v in point.items())
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return repr(value)
+    return str(value)

@@ -1,0 +1,111 @@
+"""`python -m movebench compare` and `python -m movebench check`: verdicts for people and for CI.
+
+Exit status: 0, or 1 when a `--fail-on` status occurs, or 2 for unusable input (a missing
+results folder, a bad threshold, an invalid references file), with one line saying why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from movebench import compare as comparing
+from movebench import references as refs
+
+COMPARE_FAIL_ON = ("regressed", "improved", "inconclusive", "not-comparable", "only-in-base", "only-in-new")
+CHECK_FAIL_ON = ("fail", "not-measured")
+
+
+def _threshold(text: str) -> tuple[str, float]:
+    key, sep, value = text.rpartition("=")
+    key = key if sep else "default"
+    try:
+        number = float(value[:-1]) / 100 if value.endswith("%") else float(value)
+    except ValueError:
+        number = None
+    if number is None or not number > 0 or not key:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected a fraction such as 0.05 or 5%, optionally after FAMILY= or FAMILY.MEASURE=")
+    return key, number
+
+
+def add_parsers(sub) -> dict:
+    p = sub.add_parser("compare", help="verdicts of NEW against BASE per point and measure: compare.html, compare.csv",
+                       description="Compare two results folders point by point (docs/compare.md).")
+    p.add_argument("base", help="the BASE results folder")
+    p.add_argument("new", help="the NEW results folder")
+    p.add_argument("--out", help="folder for compare.html and compare.csv (default: NEW)")
+    p.add_argument("--threshold", action="append", type=_threshold, default=[], metavar="[FAMILY[.MEASURE]=]T",
+                   help="practical threshold, e.g. 0.05 or 5%% (default 5%%); repeat with shuffle=0.1 or "
+                        "shuffle.bandwidth_Bps=8%% for a family or a measure")
+    p.add_argument("--fail-on", action="append", choices=COMPARE_FAIL_ON, default=[],
+                   help="exit 1 when any point-measure has this verdict (repeatable), e.g. regressed")
+    p.add_argument("--allow-different", action="store_true",
+                   help="judge points whose MPI library or CPU model differ instead of marking them not comparable")
+    p.add_argument("--match-ignoring", action="append", default=[], metavar="KEY[=BASE:NEW]",
+                   help="pair points that differ in parameter KEY (e.g. window); KEY=BASE:NEW (window=64:1) takes "
+                        "BASE's points at one value and NEW's at another (repeatable)")
+    c = sub.add_parser("check", help="pass / fail / not measured per reference (published results, baselines)",
+                       description="Check a results folder against a references file (docs/compare.md).")
+    c.add_argument("results", help="the results folder")
+    c.add_argument("--references", default=str(refs.DEFAULT_FILE), help="references YAML (default: %(default)s)")
+    c.add_argument("--out", help="folder for check.csv (default: RESULTS)")
+    c.add_argument("--fail-on", action="append", choices=CHECK_FAIL_ON, default=[],
+                   help="exit 1 when any reference has this status (repeatable), e.g. fail")
+    return {"compare": run_compare, "check": run_check}
+
+
+def run_compare(args) -> int:
+    thresholds = dict(args.threshold)
+    for path in (args.base, args.new):
+        if not Path(path).is_dir():
+            print(f"movebench compare: {path}: no such results folder", file=sys.stderr)
+            return 2
+    try:
+        ignoring = comparing.parse_match_ignoring(args.match_ignoring)
+        frame = comparing.compare(args.base, args.new, thresholds, allow_different=args.allow_different,
+                                  match_ignoring=ignoring)
+    except (comparing.ResultsError, comparing.MatchError) as error:
+        print(f"movebench compare: {error}", file=sys.stderr)
+        return 2
+    csv, page = comparing.write(frame, args.out or args.new, str(args.base), str(args.new), thresholds,
+                                args.allow_different)
+    print(f"movebench compare: NEW {args.new} against BASE {args.base}")
+    for line in comparing.summary_lines(frame):
+        print("  " + line)
+    print(f"  wrote {page} and {csv}")
+    wanted = {v.replace("-", " ") for v in args.fail_on}
+    hit = sorted(wanted & set(frame["verdict"]))
+    if hit:
+        print(f"movebench compare: failing (--fail-on): {', '.join(hit)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def run_check(args) -> int:
+    if not Path(args.results).is_dir():
+        print(f"movebench check: {args.results}: no such results folder", file=sys.stderr)
+        return 2
+    try:
+        document = refs.load(args.references)
+        frame = refs.check(args.results, document)
+    except refs.ReferencesError as error:
+        print(error.message(), file=sys.stderr)
+        return 2
+    except comparing.ResultsError as error:
+        print(f"movebench check: {error}", file=sys.stderr)
+        return 2
+    out = Path(args.out or args.results)
+    out.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(out / "check.csv", index=False)
+    print(f"movebench check: {args.results} against {args.references}")
+    for line in refs.summary_lines(frame):
+        print("  " + line)
+    print(f"  wrote {out / 'check.csv'}")
+    wanted = {s.replace("-", " ") for s in args.fail_on}
+    hit = sorted(wanted & set(frame["status"]))
+    if hit:
+        print(f"movebench check: failing (--fail-on): {', '.join(hit)}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,65 @@
+"""Every family is one package of the same shape, and only its measuring code is heavy where it runs."""
+
+import subprocess
+
+import pytest
+import yaml
+
+from conftest import PYTHON, ROOT
+from movebench import families
+from movebench.spec import HIGHER, LOWER
+
+NAMES = families.names()
+#: What a kernel never imports: tables, plots, templates, config parsing.
+NOT_IN_KERNELS = ("pandas", "seaborn", "matplotlib", "jinja2", "yaml", "jsonschema", "scipy.stats")
+
+
+def test_the_families_are_found_by_their_folders():
+    assert NAMES == ["bcast", "calibration", "io", "kv", "shuffle"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_family_is_one_folder_plus_its_conda_env(name):
+    folder = families.folder(name)
+    for part in ("__init__.py", "kernel.py", "report.py", "schema.yaml", "report.html.j2"):
+        assert (folder / part).is_file(), part
+    env = yaml.safe_load((ROOT / "workflow" / "envs" / f"{name}.yaml").read_text())
+    assert "python=3.11" in env["dependencies"]
+    assert not any("pandas" in str(d) or "seaborn" in str(d) for d in env["dependencies"])  # only what its jobs need
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_spec_declares_axes_variant_and_measures(name):
+    fam = families.load(name)
+    assert fam.name == name and fam.variant in fam.point_keys
+    assert {"bandwidth_Bps", "elapsed_s"} <= set(fam.measure)
+    for measure in fam.measures:
+        assert measure.unit and measure.better in (HIGHER, LOWER)
+    schema = yaml.safe_load((families.folder(name) / "schema.yaml").read_text())
+    for axis in fam.axes:
+        assert axis.key in schema["properties"], f"axis {axis.name} reads {axis.key}, which the schema lacks"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_kernel_imports_no_table_plot_or_template_code(name):
+    probe = (f"import sys, movebench.families.{name}.kernel; "
+             f"print(sorted(m for m in sys.modules if m in {NOT_IN_KERNELS!r}))")
+    done = subprocess.run([PYTHON, "-c", probe], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_spec_imports_nothing_heavy(name):
+    """The launcher imports the spec for every point: no numpy, no MPI, no Dragon there."""
+    probe = (f"import sys, movebench.families.{name}; "
+             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'mpi4py', 'dragon', 'pandas')))")
+    done = subprocess.run([PYTHON, "-c", probe], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_old_per_family_modules_are_gone():
+    package = ROOT / "src" / "movebench"
+    assert not any((package / f"{name}.py").exists() for name in NAMES)
+    assert not (ROOT / "workflow" / "rules" / "shuffle.smk").exists()

@@ -1,0 +1,25 @@
+# One rule per family, `<family>_point`: one job per point, the point's task found by its path.
+
+
+for family in GRID:
+
+    rule:
+        name:
+            f"{family}_point"
+        input:
+            kernel_sources(family),
+        output:
+            records=f"{RAW}/{family}/{{point}}.jsonl",
+            meta=f"{RAW}/{family}/{{point}}.meta.json",
+        log:
+            f"{LOGS}/{family}/{{point}}.log",
+        group:
+            family
+        conda:
+            f"../envs/{family}.yaml"
+        resources:
+            **point_resources(family),
+        params:
+            **point_params(family),
+        shell:
+            LAUNCH

@@ -17,7 +17,12 @@ def base(**shuffle):
     "config, path, value, hint",
     [
         ({"campaign": {}, "shufle": {}}, "shufle", "{}", "unknown key 'shufle'; valid keys:"),
-        (base(paterns=["uni"]), "shuffle.paterns", "[uni]", "valid keys: enabled, iterations, message_sizes"),
+        (base(paterns=["uni"]), "shuffle.paterns", "[uni]",
+         "valid keys: enabled, iterations, memory_modes, message_sizes"),
+        (base(mpi_thread_levels=["many"]), "shuffle.mpi_thread_levels[0]", "'many'",
+         "must be one of single, funneled, serialized, multiple"),
+        (base(memory_modes=["2m"]), "shuffle.memory_modes[0]", "'2m'", "must be one of 4k, thp"),
+        (base(mpi_thread_level="single"), "shuffle.mpi_thread_level", "'single'", "the key is plural"),
         (base(patterns=["unii"]), "shuffle.patterns[0]", "'unii'", "must be one of uni, bidi, alltoall, shuffle"),
         (base(ranks="2"), "shuffle.ranks", "'2'", "must be of type array"),
         (base(ranks=[]), "shuffle.ranks", "[]", "must not be empty"),

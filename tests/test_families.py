@@ -63,3 +63,12 @@ def test_old_per_family_modules_are_gone():
     package = ROOT / "src" / "movebench"
     assert not any((package / f"{name}.py").exists() for name in NAMES)
     assert not (ROOT / "workflow" / "rules" / "shuffle.smk").exists()
+
+
+def test_implicit_axis_defaults_stay_out_of_the_path():
+    from movebench.spec import point_path
+
+    point = {"pattern": "uni", "nodes": 1, "ranks": 2, "message_size": 4096, "window": 64}
+    assert point_path({**point, "mpi_thread_level": "multiple", "memory_mode": "4k"}) == point_path(point)
+    assert point_path({**point, "mpi_thread_level": "single", "memory_mode": "thp"}).endswith(
+        "window~64/mpi_thread_level~single/memory_mode~thp")

@@ -203,9 +203,21 @@ class Family:
         raise NotImplementedError(f"family {self.name} has launcher {self.launcher!r} but no launch_command")
 
 
+#: MPI's thread level and the pages behind the kernel's buffers: factors of every MPI family that
+#: measures messages (docs/kernels.md, sections 4 and 5), swept like any axis.
+THREAD_LEVELS = ("single", "funneled", "serialized", "multiple")
+MEMORY_MODES = ("4k", "thp")
+MPI_THREAD_LEVEL = Axis("mpi_thread_level", "mpi_thread_levels")
+MEMORY_MODE = Axis("memory_mode", "memory_modes")
+#: Axis values a path leaves out: the defaults of axes added after campaigns had been run, so that a
+#: point keeps its path (and its finished records) when its family gains the axis. The point itself,
+#: and so every record, still holds the value.
+IMPLICIT = {"mpi_thread_level": "multiple", "memory_mode": "4k"}
+
+
 def point_path(point: dict) -> str:
-    """Paramspace-style path of a point: key~value segments in axis order."""
-    return "/".join(f"{k}~{_fmt(v)}" for k, v in point.items())
+    """Paramspace-style path of a point: key~value segments in axis order, implicit defaults left out."""
+    return "/".join(f"{k}~{_fmt(v)}" for k, v in point.items() if IMPLICIT.get(k, ...) != v)
 
 
 def _fmt(value) -> str:

@@ -54,6 +54,8 @@ def build_osu_ref() -> Path:
 
 
 def kernel_env(thread_level: str | None, extra: dict | None = None) -> dict:
+    # the shuffle kernel's buffers come from core.memory in the point's memory_mode; numpy's advice of huge
+    # pages is turned off for every other array of the kernels as well
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
            "NUMPY_MADVISE_HUGEPAGE": "0"}
     if thread_level:
@@ -77,35 +79,34 @@ def run_c(test: str, sizes: list[int], repeats: int, ranks: int = 2, thread_leve
     return figures
 
 
-def movebench_point(family: str, kernel_params: dict, repetitions: int, warmups: int, ranks: int = 2,
+def movebench_point(family: str, point: dict, settings: dict, repetitions: int, warmups: int,
                     measure: str = "bandwidth_Bps", env: dict | None = None) -> float:
-    """Run one movebench point as a campaign runs its kernel, and return the median of `measure`.
+    """Run one movebench point's kernel as a campaign runs it (its JSON task, movebench.launch), and return
+    the median of `measure` over the measured repetitions."""
+    from movebench.launch import make_task, run_kernel
 
-    Today the kernel takes argparse flags (`python -m movebench.<family> --message-size ...`); after the
-    families become packages it takes the point as a JSON task: only this function changes then.
-    """
+    task = make_task(family, point, settings, repetitions, warmups)
     with tempfile.TemporaryDirectory(prefix="movebench-cref-") as tmp:
-        out = Path(tmp) / "r.jsonl"
-        flags = [f"--{key.replace('_', '-')}={value}" for key, value in kernel_params.items()]
-        cmd = [MPIEXEC, "-n", str(ranks), sys.executable, "-m", f"movebench.{family}", *flags,
-               "--repetitions", str(repetitions), "--warmups", str(warmups), "--out", str(out)]
-        done = subprocess.run(cmd, capture_output=True, text=True, env=env or kernel_env(None), timeout=600)
-        if done.returncode != 0:
-            sys.exit(f"failed ({done.returncode}): {' '.join(cmd)}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
-        recs = [json.loads(line) for line in out.read_text().splitlines()]
+        proc, recs, _ = run_kernel(task, tmp, env=env or kernel_env(None), timeout=600)
+    if proc.returncode != 0 or not recs:
+        sys.exit(f"{family} {point}: failed ({proc.returncode})\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
     bad = [r for r in recs if not r["ok"]]
     if bad:
-        sys.exit(f"{family} {kernel_params}: {bad[0].get('error')}")
+        sys.exit(f"{family} {point}: {bad[0].get('error')}")
     return statistics.median(r[measure] for r in recs if not r["warmup"])
 
 
-def shuffle_params(pattern: str, size: int) -> dict:
+def shuffle_point(pattern: str, size: int, thread_level: str) -> tuple[dict, dict]:
+    """The campaign's point at OSU's loop counts (iterations per repetition, skipped iterations)."""
     iterations, skip = osu_counts("bw", size)
-    return {"pattern": pattern, "message_size": size, "window": WINDOW, "iterations": iterations, "skip": skip}
+    point = {"pattern": pattern, "nodes": 1, "ranks": 2, "message_size": size, "window": WINDOW,
+             "mpi_thread_level": thread_level, "memory_mode": "4k"}
+    return point, {"iterations": iterations, "repetition_time": 0.5, "skip": skip}
 
 
-def bcast_params(size: int) -> dict:
-    return {"kind": "dense", "method": "buffer", "shape": str(size // 8), "dtype": "float64"}
+def bcast_point(size: int, method: str) -> tuple[dict, dict]:
+    return ({"kind": "dense", "method": method, "nodes": 1, "ranks": 2, "shape": f"1x{max(1, size // 8)}",
+             "dtype": "float64"}, {"seed": 1})
 
 
 def spread(values: list[float]) -> str:
@@ -140,11 +141,11 @@ def main(argv=None) -> int:
                     continue
                 for size in sizes:
                     if name == "bcast":
-                        row[(name, "py", size)] = movebench_point("bcast", bcast_params(size), 100, 10,
+                        row[(name, "py", size)] = movebench_point("bcast", *bcast_point(size, "buffer"), 100, 10,
                                                                   measure="elapsed_s", env=env)
                     else:
-                        row[(name, "py", size)] = movebench_point("shuffle", shuffle_params(name, size),
-                                                                  args.repeats, 1, env=env)
+                        row[(name, "py", size)] = movebench_point(
+                            "shuffle", *shuffle_point(name, size, args.thread_level), args.repeats, 1, env=env)
         rounds.append(row)
         summary = " ".join(f"{name}@{size}={row[(name, 'py', size)] / row[(name, 'c', size)]:.2f}"
                            for name, _, sizes in tests for size in sizes)

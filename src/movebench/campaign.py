@@ -31,7 +31,10 @@ def job_environment(config: dict) -> dict[str, str]:
     """Variables point jobs inherit from snakemake: this Python's bin first on PATH, the config's hash."""
     here = str(Path(sys.executable).parent)
     path = os.environ.get("PATH", "")
-    env = {"MOVEBENCH_CONFIG_HASH": envinfo.config_hash(config), "MOVEBENCH_CAMPAIGN": config["campaign"]["name"]}
+    env = {"MOVEBENCH_CONFIG_HASH": envinfo.config_hash(config), "MOVEBENCH_CAMPAIGN": config["campaign"]["name"],
+           # looked up once here rather than in every point (0.1-0.2 s each: docs/kernels.md, fixed cost)
+           "MOVEBENCH_GIT_COMMIT": envinfo.git_commit() or "",
+           "MOVEBENCH_PACKAGES": json.dumps(envinfo.package_versions())}
     if path.split(os.pathsep)[0] != here:
         env["PATH"] = os.pathsep.join([here, path]) if path else here
     return env

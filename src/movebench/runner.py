@@ -16,7 +16,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from movebench.core import envinfo, records
+from movebench.core import records
 from movebench.core.timing import Repetitions
 
 
@@ -72,6 +72,8 @@ def write(task: Task, recs: list[dict], **meta) -> None:
 
     A full disk ends the kernel with one line (launch adds the folder's free space), not a traceback.
     """
+    from movebench.core import envinfo  # rank 0 only: the other ranks never pay its imports
+
     try:
         records.write_jsonl(task.out, recs)
         if task.meta:

@@ -81,7 +81,7 @@ def test_the_rule_finds_each_point_by_its_path():
 @pytest.mark.parametrize(
     ("section", "path", "words"),
     [
-        ({"methods": ["pickle", "mmap"]}, "bcast.methods[1]", "must be one of pickle, buffer, pkl5, p2p, rma"),
+        ({"methods": ["pickle", "mmap"]}, "bcast.methods[1]", "must be one of pickle, buffer, pkl5, p2p, rma, osu"),
         ({"kinds": ["banded"]}, "bcast.kinds[0]", "must be one of dense, sparse"),
         ({"densities": [0.5, 0]}, "bcast.densities[1]", "must be > 0"),
         ({"densities": [1.5]}, "bcast.densities[0]", "must be <= 1"),

@@ -336,3 +336,29 @@ def test_report_finds_speedups_and_crossover(tmp_path):
     assert [r["method"] for r in rows] == ["buffer"]
     assert rows[0]["in place vs pickle"].split()[0] in ("wins", "loses")
     assert "0.05: " in rows[0]["speed-up by density"] and "0.5: " in rows[0]["speed-up by density"]
+
+
+@pytest.mark.mpi
+def test_report_sets_the_pure_transfer_beside_buffer(tmp_path):
+    import pandas as pd
+
+    frames = []
+    for method, shape in [("buffer", "1"), ("osu", "1"), ("buffer", DENSE_SHAPE), ("osu", DENSE_SHAPE),
+                          ("pickle", DENSE_SHAPE)]:
+        recs, _ = run_point(tmp_path, 2, "dense", method, shape, repetitions=3)
+        frames.append(pd.DataFrame(recs).assign(point=f"{method}/{shape}"))
+    table = pd.concat(frames, ignore_index=True)
+    medians = bcast_report.method_medians(table)
+    rows = {row["case"]: row for row in bcast_report.transfer_rows(medians)}
+    assert sorted(rows) == ["dense 1 float64, 2 ranks", f"dense {DENSE_SHAPE} float64, 2 ranks"]
+    for case, row in rows.items():
+        shape = case.split()[1]
+        times = {m: medians.loc[(medians["method"] == m) & (medians["shape"] == shape), "time_s"].item()
+                 for m in ("buffer", "osu")}
+        assert row["buffer"] == times["buffer"] and row["osu"] == times["osu"]
+        assert row["buffer - osu"] == pytest.approx(times["buffer"] - times["osu"])
+        assert row["buffer / osu"] == pytest.approx(times["buffer"] / times["osu"])
+    ctx = bcast_report.context(table, pd.DataFrame(), {})
+    assert "buffer - osu" in ctx["transfer"] and "osu" not in ctx["speedups"] and "osu" in ctx["per_method"]
+    lines = [text for text, _ in bcast_report.headlines(table, pd.DataFrame())]
+    assert any(line.startswith("dense 1 float64, 2 ranks: buffer") and "the time of osu" in line for line in lines)

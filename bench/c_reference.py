@@ -11,11 +11,16 @@ Within a round the figure of each side is the median of its measurements; the ra
 the round; the table gives the median of the per-round ratios and their min-max (this machine varies
 20-50% run to run: never compare one run against another).
 
-uni / C and bidi / C are bandwidth ratios (1.0 = parity, below 1 movebench is slower); bcast / C is a
-time ratio (movebench's `buffer` repetition time over osu_bcast's average latency: above 1 movebench
-is slower). Both sides run at the same MPI thread level (mpi4py's default is `multiple`) and on 4 KiB
-pages: osu_ref's page-aligned buffers get base pages on this THP=madvise machine, and numpy's advice of
-huge pages for arrays of 4 MiB and more is turned off for the kernels (NUMPY_MADVISE_HUGEPAGE=0), so
+uni / C and bidi / C are bandwidth ratios (1.0 = parity, below 1 movebench is slower); the bcast rows
+are time ratios over osu_bcast's average latency (above 1 movebench is slower): `buffer` (the study's
+in-place method: one call with its metadata, timed from a barrier to the slowest rank, median of 100
+repetitions) and `osu` (the pure transfer timed as osu_bcast: the average over ranks of each rank's mean
+call, `--repeats` repetitions of OSU's counts). The issue's target: osu within 1.1x of C at 1 and 4 MiB.
+The two methods run one after the other inside movebench's turn, their order swapped every round.
+Both sides run at the same MPI thread level (mpi4py's default is `multiple`) and on 4 KiB pages:
+osu_ref's page-aligned buffers get base pages on this THP=madvise machine, the bcast kernel's timed
+buffers come from core.memory.allocate in mode 4k, and numpy's advice of huge pages for arrays of
+4 MiB and more is turned off for the other kernels (NUMPY_MADVISE_HUGEPAGE=0), so
 that 4 MiB compares loops, not memory modes (docs/kernels.md, section 5).
 """
 
@@ -77,35 +82,39 @@ def run_c(test: str, sizes: list[int], repeats: int, ranks: int = 2, thread_leve
     return figures
 
 
-def movebench_point(family: str, kernel_params: dict, repetitions: int, warmups: int, ranks: int = 2,
+def movebench_point(family: str, params: tuple[dict, dict], repetitions: int, warmups: int,
                     measure: str = "bandwidth_Bps", env: dict | None = None) -> float:
-    """Run one movebench point as a campaign runs its kernel, and return the median of `measure`.
+    """Run one movebench point (its JSON task, as a campaign runs its kernel) and return the median of `measure`."""
+    sys.path.insert(0, str(ROOT / "src"))
+    from movebench.launch import make_task, run_kernel
 
-    Today the kernel takes argparse flags (`python -m movebench.<family> --message-size ...`); after the
-    families become packages it takes the point as a JSON task: only this function changes then.
-    """
+    point, settings = params
     with tempfile.TemporaryDirectory(prefix="movebench-cref-") as tmp:
-        out = Path(tmp) / "r.jsonl"
-        flags = [f"--{key.replace('_', '-')}={value}" for key, value in kernel_params.items()]
-        cmd = [MPIEXEC, "-n", str(ranks), sys.executable, "-m", f"movebench.{family}", *flags,
-               "--repetitions", str(repetitions), "--warmups", str(warmups), "--out", str(out)]
-        done = subprocess.run(cmd, capture_output=True, text=True, env=env or kernel_env(None), timeout=600)
-        if done.returncode != 0:
-            sys.exit(f"failed ({done.returncode}): {' '.join(cmd)}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
-        recs = [json.loads(line) for line in out.read_text().splitlines()]
+        done, recs, _ = run_kernel(make_task(family, point, settings, repetitions, warmups), tmp, MPIEXEC,
+                                   timeout=600, env=env or kernel_env(None))
+    if done.returncode != 0 or recs is None:
+        sys.exit(f"failed ({done.returncode}): {family} {point}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
     bad = [r for r in recs if not r["ok"]]
     if bad:
-        sys.exit(f"{family} {kernel_params}: {bad[0].get('error')}")
+        sys.exit(f"{family} {point}: {bad[0].get('error')}")
     return statistics.median(r[measure] for r in recs if not r["warmup"])
 
 
-def shuffle_params(pattern: str, size: int) -> dict:
+def shuffle_params(pattern: str, size: int, ranks: int = 2) -> tuple[dict, dict]:
     iterations, skip = osu_counts("bw", size)
-    return {"pattern": pattern, "message_size": size, "window": WINDOW, "iterations": iterations, "skip": skip}
+    point = {"pattern": pattern, "nodes": 1, "ranks": ranks, "message_size": size, "window": WINDOW}
+    return point, {"iterations": iterations, "skip": skip, "repetition_time": 0.25}
 
 
-def bcast_params(size: int) -> dict:
-    return {"kind": "dense", "method": "buffer", "shape": str(size // 8), "dtype": "float64"}
+def bcast_params(size: int, method: str = "buffer", ranks: int = 2) -> tuple[dict, dict]:
+    """A dense float64 array of `size` bytes (8 bytes at least)."""
+    point = {"kind": "dense", "method": method, "nodes": 1, "ranks": ranks, "shape": str(max(size // 8, 1)),
+             "dtype": "float64"}
+    return point, {"seed": 2024}
+
+
+# buffer: one call per repetition, so many repetitions; osu: each repetition is OSU's loop of 100-1000 calls
+BCAST_METHODS = {"buffer": (100, 10), "osu": (None, 1)}
 
 
 def spread(values: list[float]) -> str:
@@ -120,12 +129,18 @@ def main(argv=None) -> int:
     parser.add_argument("--thread-level", default="multiple", choices=("single", "multiple"),
                         help="MPI thread level of both sides (mpi4py's default: multiple)")
     parser.add_argument("--skip-bcast", action="store_true")
+    parser.add_argument("--tests", default="uni,bidi,bcast", help="which comparisons, e.g. bcast alone")
+    parser.add_argument("--bcast-sizes", default=",".join(map(str, [8] + SIZES)), help="bcast payloads, bytes")
     parser.add_argument("--json", help="write every round's figures here")
     args = parser.parse_args(argv)
     env = kernel_env(args.thread_level)
-    tests = [("uni", "bw", SIZES), ("bidi", "bibw", SIZES)]
-    if not args.skip_bcast:
-        tests.append(("bcast", "bcast", [8] + SIZES))
+    wanted = set(args.tests.split(","))
+    tests = [(name, ctest, SIZES) for name, ctest in (("uni", "bw"), ("bidi", "bibw")) if name in wanted]
+    if "bcast" in wanted and not args.skip_bcast:
+        tests.append(("bcast", "bcast", [int(s) for s in args.bcast_sizes.split(",")]))
+    # what is compared with C: one series per shuffle pattern, one per bcast method
+    series = [(f"bcast {m}", sizes) if name == "bcast" else (name, sizes)
+              for name, _, sizes in tests for m in (BCAST_METHODS if name == "bcast" else [None])]
     rounds = []
     for rnd in range(args.rounds):
         row = {}
@@ -136,18 +151,26 @@ def main(argv=None) -> int:
                     figures = run_c(ctest, sizes, args.repeats, thread_level=args.thread_level, env=env)
                     for size in sizes:
                         value = statistics.median(figures[size])
-                        row[(name, "c", size)] = value * 1e6 if ctest != "bcast" else value * 1e-6
+                        if ctest == "bcast":
+                            for method in BCAST_METHODS:
+                                row[(f"bcast {method}", "c", size)] = value * 1e-6
+                        else:
+                            row[(name, "c", size)] = value * 1e6
                     continue
                 for size in sizes:
                     if name == "bcast":
-                        row[(name, "py", size)] = movebench_point("bcast", bcast_params(size), 100, 10,
-                                                                  measure="elapsed_s", env=env)
+                        methods = list(BCAST_METHODS) if rnd % 2 == 0 else list(BCAST_METHODS)[::-1]
+                        for method in methods:
+                            reps, warmups = BCAST_METHODS[method]
+                            row[(f"bcast {method}", "py", size)] = movebench_point(
+                                "bcast", bcast_params(size, method), reps or args.repeats, warmups,
+                                measure="elapsed_s", env=env)
                     else:
                         row[(name, "py", size)] = movebench_point("shuffle", shuffle_params(name, size),
                                                                   args.repeats, 1, env=env)
         rounds.append(row)
         summary = " ".join(f"{name}@{size}={row[(name, 'py', size)] / row[(name, 'c', size)]:.2f}"
-                           for name, _, sizes in tests for size in sizes)
+                           for name, sizes in series for size in sizes)
         print(f"round {rnd + 1}/{args.rounds}: {summary}", file=sys.stderr, flush=True)
     print(f"\nmovebench vs C (bench/osu_ref), 2 ranks, window {WINDOW}, thread level {args.thread_level}, 4 KiB "
           f"pages, {args.rounds} interleaved rounds: median of per-round ratios [min-max]; load average "
@@ -155,7 +178,7 @@ def main(argv=None) -> int:
     all_sizes = sorted({s for _, _, sizes in tests for s in sizes})
     print("| | " + " | ".join(_label(s) for s in all_sizes) + " |")
     print("|---|" + "---|" * len(all_sizes))
-    for name, _, sizes in tests:
+    for name, sizes in series:
         cells = []
         for size in all_sizes:
             if size not in sizes:
@@ -163,14 +186,16 @@ def main(argv=None) -> int:
                 continue
             ratios = [r[(name, "py", size)] / r[(name, "c", size)] for r in rounds]
             cells.append(spread(ratios))
-        what = {"uni": "uni / C osu_bw", "bidi": "bidi / C osu_bibw", "bcast": "bcast buffer time / C osu_bcast"}
-        print(f"| {what[name]} | " + " | ".join(cells) + " |")
+        what = {"uni": "uni / C osu_bw", "bidi": "bidi / C osu_bibw"}.get(name, f"{name} time / C osu_bcast")
+        print(f"| {what} | " + " | ".join(cells) + " |")
     print("\nmedians over rounds (GB/s for uni and bidi, us for bcast):")
-    for name, _, sizes in tests:
+    for name, sizes in series:
         for side in ("py", "c"):
+            if side == "c" and name == "bcast osu":
+                continue  # the same C figures as bcast buffer's
             vals = [statistics.median(r[(name, side, s)] for r in rounds) for s in sizes]
-            text = [f"{v * 1e6:.2f}" if name == "bcast" else f"{v / 1e9:.2f}" for v in vals]
-            print(f"  {name:5s} {'movebench' if side == 'py' else 'C':9s} " + " ".join(
+            text = [f"{v * 1e6:.2f}" if name.startswith("bcast") else f"{v / 1e9:.2f}" for v in vals]
+            print(f"  {name:12s} {'movebench' if side == 'py' else 'C':9s} " + " ".join(
                 f"{_label(s)}:{t}" for s, t in zip(sizes, text, strict=True)))
     if args.json:
         Path(args.json).write_text(json.dumps([{"|".join(map(str, k)): v for k, v in r.items()} for r in rounds]))

@@ -4,15 +4,16 @@ Run: .venv/bin/python bench/bcast_overhead.py [--rounds 5] [--ranks 2] [--sizes 
 
 One MPI job per round (`--worker` is that job). In it, for every size, these take turns repetition
 by repetition (order rotated every repetition):
-- buffer: a copy of src/movebench/bcast.py's broadcast_once with method `buffer`, as the kernel runs it
-  (tracemalloc on, RSS high-water reset, barrier, metadata bcast, Bcast, allreduce of the time,
-  CRC verification, allgather of the probes): its elapsed_s, the figure the records hold.
-- buffer_noprobe: the same with tracemalloc stopped and no RSS reset: what the probes cost inside.
+- buffer: broadcast_once with method `buffer` as the kernel ran it before issue 13 (tracemalloc on,
+  RSS high-water reset, barrier, metadata bcast, Bcast, allreduce of the time, CRC verification,
+  allgather of the probes).
+- buffer_noprobe: the same with tracemalloc stopped and no RSS reset: what the probes cost inside,
+  and how the kernel times `buffer` since (its probes run in an untimed broadcast of their own).
 - phases: the same repetition with a clock around each step, on every rank (see PHASES); the wall
   time of the whole repetition is `total`.
-- osu: the proposed OSU-comparable method: the shape known to every rank, receive buffers
-  preallocated (movebench.core.memory.allocate), `iterations` back-to-back comm.Bcast, each timed
-  on its own (Wtime before and after) and followed by an untimed Barrier, as osu_bcast; the
+- osu: the kernel's `osu` method (families/bcast/kernel.py's bcast_osu): the shape known to every rank,
+  receive buffers preallocated (movebench.core.memory.allocate), `iterations` back-to-back comm.Bcast,
+  each timed on its own (Wtime before and after) and followed by an untimed Barrier, as osu_bcast; the
   repetition's latency is the average over ranks of each rank's mean. Verified by CRC after.
 - C: bench/osu_ref's osu_bcast loop (build/bench/libosu_ref.so) through ctypes on the same buffer.
 OSU's counts: 1000 timed after 200 skipped up to 8 KiB, 100 after 10 above. The ratio of a round is
@@ -46,12 +47,12 @@ def osu_counts(size: int) -> tuple[int, int]:
 
 
 def buffer_once(comm, source, state, expected, rss_baseline, probes=True, clock=None):
-    """broadcast_once (src/movebench/bcast.py) for method buffer; `clock(name)` marks the end of each phase."""
+    """broadcast_once for method buffer as it was before issue 13; `clock(name)` marks the end of each phase."""
     import tracemalloc
 
     from mpi4py import MPI
 
-    from movebench import bcast
+    from movebench.families.bcast import kernel as bcast
 
     mark = clock or (lambda name: None)
     if probes:
@@ -88,30 +89,14 @@ def buffer_once(comm, source, state, expected, rss_baseline, probes=True, clock=
     return elapsed
 
 
-def osu_bcast_py(comm, buf, iterations, skip):
-    """osu_bcast in Python: per-call Wtime around Bcast, an untimed Barrier after each; the mean over ranks."""
-    from mpi4py import MPI
-
-    bcast_, barrier, wtime = comm.Bcast, comm.Barrier, MPI.Wtime
-    timer = 0.0
-    for i in range(iterations + skip):
-        t0 = wtime()
-        bcast_(buf, 0)
-        t1 = wtime()
-        if i >= skip:
-            timer += t1 - t0
-        barrier()
-    return comm.allreduce(timer / iterations, op=MPI.SUM) / comm.size
-
-
 def worker(args) -> int:
     import ctypes
     import tracemalloc
 
     from mpi4py import MPI
 
-    from movebench import bcast
     from movebench.core import memory
+    from movebench.families.bcast import kernel as bcast
 
     comm = MPI.COMM_WORLD
     lib = ctypes.CDLL(str(ROOT / "build" / "bench" / "libosu_ref.so"))
@@ -139,6 +124,11 @@ def worker(args) -> int:
             iterations, skip = osu_counts(size)
             turn = rep % len(methods)
             for method in methods[turn:] + methods[:turn]:
+                # only the old `buffer` is timed under tracemalloc, as the kernel timed it before issue 13
+                if method == "buffer" and not tracemalloc.is_tracing():
+                    tracemalloc.start()
+                elif method != "buffer" and tracemalloc.is_tracing():
+                    tracemalloc.stop()
                 if method == "C":
                     comm.Barrier()
                     mine = lib.osu_ref_bcast(size, iterations, skip, osu_buf.ctypes.data) * 1e-6
@@ -147,19 +137,19 @@ def worker(args) -> int:
                     if comm.rank != 0:
                         osu_buf.fill(0)
                     comm.Barrier()
-                    value = osu_bcast_py(comm, osu_buf, iterations, skip)
+                    value = bcast.bcast_osu(comm, [osu_buf], iterations, skip)
                     crc = comm.allgather(zlib.crc32(osu_buf))
                     if len(set(crc)) != 1:
                         raise SystemExit(f"osu: receive differs from the root's at {size} bytes")
                 elif method == "buffer":
                     value = buffer_once(comm, source, state, expected, rss_baseline)
                 elif method == "buffer_noprobe":
-                    tracemalloc.stop()
                     value = buffer_once(comm, source, state, expected, rss_baseline, probes=False)
-                    tracemalloc.start()
                 if rep >= args.warmups:
                     times[method][size].append(value)
             # the phases: one more instrumented repetition, kept apart from the timings above
+            if not tracemalloc.is_tracing():
+                tracemalloc.start()
             stamps = []
             start = time.perf_counter()
             buffer_once(comm, source, state, expected, rss_baseline,

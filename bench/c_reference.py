@@ -11,11 +11,16 @@ Within a round the figure of each side is the median of its measurements; the ra
 the round; the table gives the median of the per-round ratios and their min-max (this machine varies
 20-50% run to run: never compare one run against another).
 
-uni / C and bidi / C are bandwidth ratios (1.0 = parity, below 1 movebench is slower); bcast / C is a
-time ratio (movebench's `buffer` repetition time over osu_bcast's average latency: above 1 movebench
-is slower). Both sides run at the same MPI thread level (mpi4py's default is `multiple`) and on 4 KiB
-pages: osu_ref's page-aligned buffers get base pages on this THP=madvise machine, and numpy's advice of
-huge pages for arrays of 4 MiB and more is turned off for the kernels (NUMPY_MADVISE_HUGEPAGE=0), so
+uni / C and bidi / C are bandwidth ratios (1.0 = parity, below 1 movebench is slower); the bcast rows
+are time ratios over osu_bcast's average latency (above 1 movebench is slower): `buffer` (the study's
+in-place method: one call with its metadata, timed from a barrier to the slowest rank, median of 100
+repetitions) and `osu` (the pure transfer timed as osu_bcast: the average over ranks of each rank's mean
+call, `--repeats` repetitions of OSU's counts). The issue's target: osu within 1.1x of C at 1 and 4 MiB.
+The two methods run one after the other inside movebench's turn, their order swapped every round.
+Both sides run at the same MPI thread level (mpi4py's default is `multiple`) and on 4 KiB pages:
+osu_ref's page-aligned buffers get base pages on this THP=madvise machine, the bcast kernel's timed
+buffers come from core.memory.allocate in mode 4k, and numpy's advice of huge pages for arrays of
+4 MiB and more is turned off for the other kernels (NUMPY_MADVISE_HUGEPAGE=0), so
 that 4 MiB compares loops, not memory modes (docs/kernels.md, section 5).
 """
 
@@ -54,8 +59,6 @@ def build_osu_ref() -> Path:
 
 
 def kernel_env(thread_level: str | None, extra: dict | None = None) -> dict:
-    # the shuffle kernel's buffers come from core.memory in the point's memory_mode; numpy's advice of huge
-    # pages is turned off for every other array of the kernels as well
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
            "NUMPY_MADVISE_HUGEPAGE": "0"}
     if thread_level:
@@ -79,34 +82,41 @@ def run_c(test: str, sizes: list[int], repeats: int, ranks: int = 2, thread_leve
     return figures
 
 
-def movebench_point(family: str, point: dict, settings: dict, repetitions: int, warmups: int,
+def movebench_point(family: str, params: tuple[dict, dict], repetitions: int, warmups: int,
                     measure: str = "bandwidth_Bps", env: dict | None = None) -> float:
-    """Run one movebench point's kernel as a campaign runs it (its JSON task, movebench.launch), and return
-    the median of `measure` over the measured repetitions."""
+    """Run one movebench point (its JSON task, as a campaign runs its kernel) and return the median of `measure`."""
+    sys.path.insert(0, str(ROOT / "src"))
     from movebench.launch import make_task, run_kernel
 
-    task = make_task(family, point, settings, repetitions, warmups)
+    point, settings = params
     with tempfile.TemporaryDirectory(prefix="movebench-cref-") as tmp:
-        proc, recs, _ = run_kernel(task, tmp, env=env or kernel_env(None), timeout=600)
-    if proc.returncode != 0 or not recs:
-        sys.exit(f"{family} {point}: failed ({proc.returncode})\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+        done, recs, _ = run_kernel(make_task(family, point, settings, repetitions, warmups), tmp, MPIEXEC,
+                                   timeout=600, env=env or kernel_env(None))
+    if done.returncode != 0 or recs is None:
+        sys.exit(f"failed ({done.returncode}): {family} {point}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
     bad = [r for r in recs if not r["ok"]]
     if bad:
         sys.exit(f"{family} {point}: {bad[0].get('error')}")
     return statistics.median(r[measure] for r in recs if not r["warmup"])
 
 
-def shuffle_point(pattern: str, size: int, thread_level: str) -> tuple[dict, dict]:
-    """The campaign's point at OSU's loop counts (iterations per repetition, skipped iterations)."""
+def shuffle_params(pattern: str, size: int, ranks: int = 2, thread_level: str = "multiple") -> tuple[dict, dict]:
+    """The campaign's point at OSU's loop counts (iterations per repetition, skipped iterations), 4 KiB pages."""
     iterations, skip = osu_counts("bw", size)
-    point = {"pattern": pattern, "nodes": 1, "ranks": 2, "message_size": size, "window": WINDOW,
+    point = {"pattern": pattern, "nodes": 1, "ranks": ranks, "message_size": size, "window": WINDOW,
              "mpi_thread_level": thread_level, "memory_mode": "4k"}
-    return point, {"iterations": iterations, "repetition_time": 0.5, "skip": skip}
+    return point, {"iterations": iterations, "skip": skip, "repetition_time": 0.25}
 
 
-def bcast_point(size: int, method: str) -> tuple[dict, dict]:
-    return ({"kind": "dense", "method": method, "nodes": 1, "ranks": 2, "shape": f"1x{max(1, size // 8)}",
-             "dtype": "float64"}, {"seed": 1})
+def bcast_params(size: int, method: str = "buffer", ranks: int = 2) -> tuple[dict, dict]:
+    """A dense float64 array of `size` bytes (8 bytes at least)."""
+    point = {"kind": "dense", "method": method, "nodes": 1, "ranks": ranks, "shape": str(max(size // 8, 1)),
+             "dtype": "float64"}
+    return point, {"seed": 2024}
+
+
+# buffer: one call per repetition, so many repetitions; osu: each repetition is OSU's loop of 100-1000 calls
+BCAST_METHODS = {"buffer": (100, 10), "osu": (None, 1)}
 
 
 def spread(values: list[float]) -> str:
@@ -121,12 +131,18 @@ def main(argv=None) -> int:
     parser.add_argument("--thread-level", default="multiple", choices=("single", "multiple"),
                         help="MPI thread level of both sides (mpi4py's default: multiple)")
     parser.add_argument("--skip-bcast", action="store_true")
+    parser.add_argument("--tests", default="uni,bidi,bcast", help="which comparisons, e.g. bcast alone")
+    parser.add_argument("--bcast-sizes", default=",".join(map(str, [8] + SIZES)), help="bcast payloads, bytes")
     parser.add_argument("--json", help="write every round's figures here")
     args = parser.parse_args(argv)
     env = kernel_env(args.thread_level)
-    tests = [("uni", "bw", SIZES), ("bidi", "bibw", SIZES)]
-    if not args.skip_bcast:
-        tests.append(("bcast", "bcast", [8] + SIZES))
+    wanted = set(args.tests.split(","))
+    tests = [(name, ctest, SIZES) for name, ctest in (("uni", "bw"), ("bidi", "bibw")) if name in wanted]
+    if "bcast" in wanted and not args.skip_bcast:
+        tests.append(("bcast", "bcast", [int(s) for s in args.bcast_sizes.split(",")]))
+    # what is compared with C: one series per shuffle pattern, one per bcast method
+    series = [(f"bcast {m}", sizes) if name == "bcast" else (name, sizes)
+              for name, _, sizes in tests for m in (BCAST_METHODS if name == "bcast" else [None])]
     rounds = []
     for rnd in range(args.rounds):
         row = {}
@@ -137,18 +153,27 @@ def main(argv=None) -> int:
                     figures = run_c(ctest, sizes, args.repeats, thread_level=args.thread_level, env=env)
                     for size in sizes:
                         value = statistics.median(figures[size])
-                        row[(name, "c", size)] = value * 1e6 if ctest != "bcast" else value * 1e-6
+                        if ctest == "bcast":
+                            for method in BCAST_METHODS:
+                                row[(f"bcast {method}", "c", size)] = value * 1e-6
+                        else:
+                            row[(name, "c", size)] = value * 1e6
                     continue
                 for size in sizes:
                     if name == "bcast":
-                        row[(name, "py", size)] = movebench_point("bcast", *bcast_point(size, "buffer"), 100, 10,
-                                                                  measure="elapsed_s", env=env)
+                        methods = list(BCAST_METHODS) if rnd % 2 == 0 else list(BCAST_METHODS)[::-1]
+                        for method in methods:
+                            reps, warmups = BCAST_METHODS[method]
+                            row[(f"bcast {method}", "py", size)] = movebench_point(
+                                "bcast", bcast_params(size, method), reps or args.repeats, warmups,
+                                measure="elapsed_s", env=env)
                     else:
                         row[(name, "py", size)] = movebench_point(
-                            "shuffle", *shuffle_point(name, size, args.thread_level), args.repeats, 1, env=env)
+                            "shuffle", shuffle_params(name, size, thread_level=args.thread_level), args.repeats, 1,
+                            env=env)
         rounds.append(row)
         summary = " ".join(f"{name}@{size}={row[(name, 'py', size)] / row[(name, 'c', size)]:.2f}"
-                           for name, _, sizes in tests for size in sizes)
+                           for name, sizes in series for size in sizes)
         print(f"round {rnd + 1}/{args.rounds}: {summary}", file=sys.stderr, flush=True)
     print(f"\nmovebench vs C (bench/osu_ref), 2 ranks, window {WINDOW}, thread level {args.thread_level}, 4 KiB "
           f"pages, {args.rounds} interleaved rounds: median of per-round ratios [min-max]; load average "
@@ -156,7 +181,7 @@ def main(argv=None) -> int:
     all_sizes = sorted({s for _, _, sizes in tests for s in sizes})
     print("| | " + " | ".join(_label(s) for s in all_sizes) + " |")
     print("|---|" + "---|" * len(all_sizes))
-    for name, _, sizes in tests:
+    for name, sizes in series:
         cells = []
         for size in all_sizes:
             if size not in sizes:
@@ -164,14 +189,16 @@ def main(argv=None) -> int:
                 continue
             ratios = [r[(name, "py", size)] / r[(name, "c", size)] for r in rounds]
             cells.append(spread(ratios))
-        what = {"uni": "uni / C osu_bw", "bidi": "bidi / C osu_bibw", "bcast": "bcast buffer time / C osu_bcast"}
-        print(f"| {what[name]} | " + " | ".join(cells) + " |")
+        what = {"uni": "uni / C osu_bw", "bidi": "bidi / C osu_bibw"}.get(name, f"{name} time / C osu_bcast")
+        print(f"| {what} | " + " | ".join(cells) + " |")
     print("\nmedians over rounds (GB/s for uni and bidi, us for bcast):")
-    for name, _, sizes in tests:
+    for name, sizes in series:
         for side in ("py", "c"):
+            if side == "c" and name == "bcast osu":
+                continue  # the same C figures as bcast buffer's
             vals = [statistics.median(r[(name, side, s)] for r in rounds) for s in sizes]
-            text = [f"{v * 1e6:.2f}" if name == "bcast" else f"{v / 1e9:.2f}" for v in vals]
-            print(f"  {name:5s} {'movebench' if side == 'py' else 'C':9s} " + " ".join(
+            text = [f"{v * 1e6:.2f}" if name.startswith("bcast") else f"{v / 1e9:.2f}" for v in vals]
+            print(f"  {name:12s} {'movebench' if side == 'py' else 'C':9s} " + " ".join(
                 f"{_label(s)}:{t}" for s, t in zip(sizes, text, strict=True)))
     if args.json:
         Path(args.json).write_text(json.dumps([{"|".join(map(str, k)): v for k, v in r.items()} for r in rounds]))

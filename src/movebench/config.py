@@ -18,7 +18,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from movebench import families
+from movebench import families, spec
 
 CAMPAIGN = "campaign"
 # Keys every family section has besides its own; the engine applies them (campaign values as defaults).
@@ -29,6 +29,22 @@ ENGINE_KEYS = {
     "warmups": {"type": "integer", "minimum": 0,
                 "description": "Warm-up repetitions per point (flagged, left out of statistics); "
                                "campaign.warmups when absent."},
+}
+
+#: The config keys of the factors the engine defines (movebench.spec.MPI_THREAD_LEVEL, MEMORY_MODE), in the
+#: block of every family whose axes include them.
+FACTOR_KEYS = {
+    "mpi_thread_levels": {
+        "type": "array", "minItems": 1, "default": ["multiple"], "items": {"enum": list(spec.THREAD_LEVELS)},
+        "description": "MPI thread level the ranks ask of MPI_Init_thread (MPI4PY_RC_THREAD_LEVEL), swept like any "
+                       "key. multiple (mpi4py's default) stays usable when ranks outnumber free cores; single lowers "
+                       "small-message latency at ranks <= cores and busy-polls to a crawl beyond (docs/kernels.md)."},
+    "memory_modes": {
+        "type": "array", "minItems": 1, "default": ["4k"], "items": {"enum": list(spec.MEMORY_MODES)},
+        "description": "Pages behind the buffers the kernel times, swept like any key: 4k base pages whatever the "
+                       "system's THP setting (what OSU's C buffers get), thp transparent huge pages on a 2 MiB "
+                       "boundary. Moves 1-4 MiB messages by up to 3x here (docs/kernels.md); meta records what each "
+                       "buffer got."},
 }
 
 
@@ -80,6 +96,9 @@ def family_schema(name: str) -> dict:
     """A family's config block (its package's schema.yaml) with the keys every family has."""
     block = yaml.safe_load((families.folder(name) / "schema.yaml").read_text())
     block.setdefault("properties", {}).update(copy.deepcopy(ENGINE_KEYS))
+    for axis in families.load(name).axes:
+        if axis.key in FACTOR_KEYS:
+            block["properties"][axis.key] = copy.deepcopy(FACTOR_KEYS[axis.key])
     return block
 
 
@@ -225,7 +244,7 @@ def _renamed_problems(config: dict) -> list:
         section = config.get(name)
         if not isinstance(section, dict):
             continue
-        for old, hint in families.load(name).renamed.items():
+        for old, hint in families.load(name).renamed_keys.items():
             if old in section:
                 problems.append((f"{name}.{old}", section.pop(old), hint))
     return problems

@@ -126,6 +126,13 @@ class Family:
         return tuple(axis.name for axis in self.axes)
 
     @property
+    def renamed_keys(self) -> dict[str, str]:
+        """`renamed`, and the singular of each factor's key (the issue and the meta spell them singular)."""
+        factors = {axis.name: f"the key is plural: {self.name}.{axis.key}, a list swept like any axis, e.g. "
+                   f"[{IMPLICIT[axis.name]}]" for axis in self.axes if axis.name in IMPLICIT}
+        return {**factors, **self.renamed}
+
+    @property
     def measure(self) -> dict[str, Measure]:
         return {m.name: m for m in self.measures}
 

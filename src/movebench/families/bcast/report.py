@@ -13,7 +13,7 @@ METHODS = ("pickle", "buffer", "pkl5", "p2p", "rma", "osu")
 # (mean of back-to-back calls), so it stands beside buffer in a table of its own, not in the speed-ups.
 STUDY = ("pickle", "buffer", "pkl5", "p2p", "rma")
 IN_PLACE = ("buffer", "p2p", "rma")
-CASE = ["kind", "shape", "density", "dtype", "nodes", "ranks", "memory_mode"]
+CASE = ["kind", "shape", "density", "dtype", "nodes", "ranks", "mpi_thread_level", "memory_mode"]
 _MiB = 2**20
 MEMORY_PLOT_MIN_BYTES = 4 * _MiB
 
@@ -23,7 +23,8 @@ def method_medians(table):
     import pandas as pd
 
     table = table.assign(density=table["density"] if "density" in table else float("nan"),
-                         memory_mode=table["memory_mode"] if "memory_mode" in table else "4k")
+                         memory_mode=table["memory_mode"] if "memory_mode" in table else "4k",
+                         mpi_thread_level=table["mpi_thread_level"] if "mpi_thread_level" in table else "multiple")
     counted = table[~table["warmup"] & table["ok"]]
     medians = (
         counted.groupby(CASE + ["method"], dropna=False, sort=True)
@@ -63,7 +64,9 @@ def method_medians(table):
 def _case_label(row) -> str:
     density = "" if row["kind"] == "dense" else f" d={row['density']:g}"
     pages = "" if row.get("memory_mode", "4k") == "4k" else f", {row['memory_mode']} pages"
-    return f"{row['kind']} {row['shape']}{density} {row['dtype']}, {row['ranks']} ranks{pages}"
+    level = row.get("mpi_thread_level", "multiple")
+    threads = "" if level == "multiple" else f", thread level {level}"
+    return f"{row['kind']} {row['shape']}{density} {row['dtype']}, {row['ranks']} ranks{pages}{threads}"
 
 
 def transfer_rows(medians) -> list[dict]:

@@ -91,11 +91,6 @@ class Shuffle(Family):
         Setting("tuple_size", when=_is_shuffle),
         Setting("seed", when=_is_shuffle),
     )
-    renamed = {
-        "mpi_thread_level": "the key is plural: shuffle.mpi_thread_levels, a list swept like any axis, "
-                            "e.g. [single, multiple]",
-        "memory_mode": "the key is plural: shuffle.memory_modes, a list swept like any axis, e.g. [4k, thp]",
-    }
     measures = (
         BANDWIDTH,
         ELAPSED,

@@ -52,3 +52,15 @@ def test_a_fixed_count_runs_exactly_and_says_so(tmp_path):
     assert [(r["rep"], r["warmup"]) for r in recs] == [(0, True), (0, False), (1, False), (2, False)]
     assert {(r["stop_reason"], r["repetitions_run"]) for r in recs} == {("fixed", 3)}
     assert meta["repetitions"] == 3
+
+
+def test_an_adaptive_io_point_with_cleanup_off_keeps_only_its_last_repetition(tmp_path):
+    from io_support import kernel_env, run_io
+
+    rule = {"min": 2, "max": 4, "ci_target": 1e-9}  # never met: runs to max, so the last is rep 3
+    done, recs = run_io(2, "mfmw", "posix", tmp_path, reps=rule, warmups=1, env=kernel_env(), cleanup=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert [r["rep"] for r in recs if not r["warmup"]] == [0, 1, 2, 3]
+    assert {r["stop_reason"] for r in recs} == {"max_repetitions"} and all(r["verified"] for r in recs)
+    files = sorted(p.name for p in (tmp_path / "target").rglob("*") if p.is_file())
+    assert files == ["r0003-rank00000", "r0003-rank00001"]

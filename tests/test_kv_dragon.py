@@ -43,13 +43,13 @@ def dragon_segments() -> set[str]:
             and not any(Path(f"/proc/{pid}").exists() for pid in named_pids(n))}
 
 
-def launch_point(tmp_path, operation, timeout=120, **extra_settings):
+def launch_point(tmp_path, operation, timeout=120, repetitions=3, **extra_settings):
     """python -m movebench.launch for one kv point; returns (returncode, records, meta, failure, seconds)."""
     marker = f"MOVEBENCH_TEST_RUN={uuid.uuid4().hex}"
     point = {"operation": operation, "nodes": 1, "clients_per_node": 2, "managers_per_node": 1, "value_size": VALUE}
     settings = {"streams_per_manager": 5, "total_mem": 32 * 2**20, "iterations": 1, "keys_per_client": KEYS,
                 **extra_settings}
-    task = make_task("kv", point, settings, repetitions=3, warmups=1)
+    task = make_task("kv", point, settings, repetitions=repetitions, warmups=1)
     out, meta, failed = tmp_path / "r.jsonl", tmp_path / "m.json", tmp_path / "failed.json"
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), **dict([marker.split("=")]))
     before = dragon_segments()
@@ -66,6 +66,15 @@ def launch_point(tmp_path, operation, timeout=120, **extra_settings):
     if proc.returncode == 0:
         assert failure is None
     return proc, recs, meta_json, failure, seconds
+
+
+def test_an_adaptive_rule_is_told_to_the_clients_round_by_round(tmp_path):
+    proc, recs, meta, _, _ = launch_point(tmp_path, "frozen_get", repetitions={"min": 2, "max": 4, "ci_target": 1e-9})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert [(r["rep"], r["warmup"]) for r in recs] == [(0, True), (0, False), (1, False), (2, False), (3, False)]
+    assert all(r["ok"] and r["verified"] for r in recs)
+    assert {(r["stop_reason"], r["repetitions_run"]) for r in recs} == {("max_repetitions", 4)}
+    assert len(meta["clients"]) == 2 * len(recs) and meta["repetitions"]["max"] == 4
 
 
 @pytest.mark.parametrize("operation", ["put", "batch_put", "get", "frozen_get"])

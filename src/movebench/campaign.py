@@ -24,7 +24,7 @@ from movebench.core import envinfo, records
 
 PACKAGE = Path(__file__).resolve().parent
 #: Shared code every point runs through: its change reruns every point (families add their kernel files).
-RUNNER_SOURCES = ("launch.py", "runner.py", "core/records.py", "core/timing.py")
+RUNNER_SOURCES = ("launch.py", "runner.py", "core/records.py", "core/timing.py", "core/adaptive.py")
 
 
 def job_environment(config: dict) -> dict[str, str]:

@@ -24,8 +24,9 @@ CAMPAIGN = "campaign"
 # Keys every family section has besides its own; the engine applies them (campaign values as defaults).
 ENGINE_KEYS = {
     "enabled": {"type": "boolean", "default": True, "description": "Run this family's points."},
-    "repetitions": {"type": "integer", "minimum": 1,
-                    "description": "Measured repetitions per point; campaign.repetitions when absent."},
+    # campaign.repetitions' schema (a count or an adaptive rule) without its default, filled in by family_schema.
+    "repetitions": {"description": "Measured repetitions per point, a count or an adaptive rule; "
+                                   "campaign.repetitions when absent."},
     "warmups": {"type": "integer", "minimum": 0,
                 "description": "Warm-up repetitions per point (flagged, left out of statistics); "
                                "campaign.warmups when absent."},
@@ -92,10 +93,15 @@ def schema_dir_default() -> Path:
     return Path(__file__).resolve().parents[2] / "workflow" / "schemas"
 
 
-def family_schema(name: str) -> dict:
+def family_schema(name: str, schema_dir: Path | None = None) -> dict:
     """A family's config block (its package's schema.yaml) with the keys every family has."""
     block = yaml.safe_load((families.folder(name) / "schema.yaml").read_text())
-    block.setdefault("properties", {}).update(copy.deepcopy(ENGINE_KEYS))
+    engine = copy.deepcopy(ENGINE_KEYS)
+    campaign = yaml.safe_load((Path(schema_dir or schema_dir_default()) / "config.schema.yaml").read_text())
+    repetitions = copy.deepcopy(campaign["properties"][CAMPAIGN]["properties"]["repetitions"])
+    repetitions.pop("default", None)
+    engine["repetitions"] = {**repetitions, **engine["repetitions"]}
+    block.setdefault("properties", {}).update(engine)
     for axis in families.load(name).axes:
         if axis.key in FACTOR_KEYS:
             block["properties"][axis.key] = copy.deepcopy(FACTOR_KEYS[axis.key])
@@ -106,7 +112,7 @@ def full_schema(schema_dir: Path) -> dict:
     """The campaign schema with one property per family."""
     schema = yaml.safe_load((schema_dir / "config.schema.yaml").read_text())
     for name in families.names():
-        schema["properties"][name] = family_schema(name)
+        schema["properties"][name] = family_schema(name, schema_dir)
     return schema
 
 
@@ -144,6 +150,8 @@ def _hint(error) -> str:
         return f"must be > {s['exclusiveMinimum']}"
     if v == "maximum":
         return f"must be <= {s['maximum']}"
+    if v == "exclusiveMaximum":
+        return f"must be < {s['exclusiveMaximum']}"
     if v == "required":
         return error.message
     if v in ("oneOf", "anyOf"):
@@ -154,10 +162,21 @@ def _hint(error) -> str:
     return error.message
 
 
+def _specific(error):
+    """For a mapping that fails every branch of a oneOf: the error of the mapping's branch, which names the key
+    (`repetitions: {min: 0}` is `repetitions.min = 0: must be >= 1`, not "must be a count or a rule")."""
+    if error.validator not in ("oneOf", "anyOf") or not error.context or not isinstance(error.instance, dict):
+        return error
+    wrong_type = {e.schema_path[0] for e in error.context if e.validator == "type" and not e.relative_path}
+    inner = [e for e in error.context if e.schema_path[0] not in wrong_type]
+    return _specific(inner[0]) if inner else error
+
+
 def _schema_problems(config: dict, schema: dict):
     validator = _with_defaults(jsonschema.Draft202012Validator)(schema)
     problems = []
-    for error in sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path))):
+    errors = [_specific(e) for e in validator.iter_errors(config)]
+    for error in sorted(errors, key=lambda e: list(map(str, e.absolute_path))):
         parts = list(error.absolute_path)
         value = error.instance
         if error.validator == "additionalProperties":
@@ -315,6 +334,23 @@ def results_dir_problems(campaign: dict) -> list:
     return []
 
 
+def repetitions_problems(config: dict, names) -> list:
+    """Adaptive rules the schema lets through but no point can follow: min above max, a budget the timeout cuts."""
+    timeout = config[CAMPAIGN]["timeout"]
+    problems = []
+    for where in (CAMPAIGN, *names):
+        rule = config[where].get("repetitions")
+        if not isinstance(rule, dict):
+            continue
+        if rule["min"] > rule["max"]:
+            problems.append((f"{where}.repetitions", rule, f"min {rule['min']} is above max {rule['max']}: "
+                             "need min <= max"))
+        if rule.get("max_seconds") is not None and rule["max_seconds"] >= timeout:
+            problems.append((f"{where}.repetitions.max_seconds", rule["max_seconds"],
+                             f"must be below campaign.timeout = {timeout:g} s, which kills the point first"))
+    return problems
+
+
 def _axis_values(fam, section) -> dict[str, list]:
     return {axis.key: list(dict.fromkeys(axis.expand(section[axis.key]))) for axis in fam.axes}
 
@@ -405,6 +441,7 @@ def validate(config: dict, schema_dir: Path | None = None, warn=None) -> dict:
                              f"(families: {', '.join(families.names())})"))
         # A family's own checks assume its section passed the schema; others still get checked.
         healthy = [name for name in named if name not in broken]
+        problems += repetitions_problems(config, healthy)
         size_problems, too_big = grid_size_problems(config, healthy)
         problems += size_problems
         for name in healthy:

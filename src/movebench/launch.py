@@ -113,7 +113,7 @@ def run_kernel(task: dict, folder, launcher: str = "mpiexec", timeout: float = 6
     return proc, recs, kernel_meta
 
 
-def make_task(family: str, point: dict, settings: dict, repetitions: int = 5, warmups: int = 2) -> dict:
+def make_task(family: str, point: dict, settings: dict, repetitions: int | dict = 5, warmups: int = 2) -> dict:
     """A point's task as the workflow builds it (movebench.config.tasks), for a point given by hand."""
     fam = families.load(family)
     ranks, nodes = fam.placement(point)

@@ -16,6 +16,7 @@ Every rank of an MPI point must stop after the same repetition: kernels pass the
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -23,7 +24,9 @@ from dataclasses import dataclass
 
 from movebench.core.stats import median_ci_ranks
 
-STOP_REASONS = ("ci_target", "max_repetitions", "max_seconds", "fixed")
+STOP_REASONS = ("ci_target", "max_repetitions", "max_seconds", "fixed", "failed")
+#: The reasons that mean the CI target was not reached: the report lists these points.
+LIMITS = ("max_repetitions", "max_seconds")
 
 
 @dataclass(frozen=True)
@@ -66,8 +69,11 @@ class Decision:
     ci_half_width: float | None  # relative to the median
 
     def record_fields(self) -> dict:
-        """What each record of the point carries."""
-        return {"stop_reason": self.reason, "ci_half_width_rel": self.ci_half_width, "repetitions_run": self.n}
+        """What each record of the point carries (an infinite half-width, of a zero median, as None)."""
+        width = self.ci_half_width
+        if width is not None and not math.isfinite(width):
+            width = None
+        return {"stop_reason": self.reason, "ci_half_width_rel": width, "repetitions_run": self.n}
 
 
 def relative_half_width(values: Sequence[float]) -> tuple[float, float, float, float]:
@@ -84,11 +90,18 @@ def decide(values: Sequence[float], policy: RepetitionPolicy, elapsed_s: float =
     """Whether to stop after the counted repetitions `values` took `elapsed_s` of wall time.
 
     `next_s`: what the next repetition is expected to take; the budget stops a point when it
-    would overrun `max_seconds`, not after.
+    would overrun `max_seconds`, not after. A value None is a repetition that failed or measured
+    nothing: a count goes on (as it always did), an adaptive rule stops (`failed`): more
+    repetitions cannot narrow an interval that has no value, and launch fails the point anyway.
     """
     n = len(values)
     if n == 0:
         return Decision(False, None, 0, None, None, None, None)
+    measured = [v for v in values if v is not None]
+    if len(measured) < n:
+        if policy.fixed:
+            return Decision(n >= policy.max, "fixed" if n >= policy.max else None, n, None, None, None, None)
+        return Decision(True, "failed", n, None, None, None, None)
     median, ci_low, ci_high, width = relative_half_width(values)
 
     def done(reason):
@@ -120,7 +133,7 @@ class AdaptiveRepetitions:
         self.decision = Decision(False, None, 0, None, None, None, None)
         self._started = None
 
-    def add(self, value: float) -> None:
+    def add(self, value: float | None) -> None:
         self.values.append(value)
 
     def __iter__(self):

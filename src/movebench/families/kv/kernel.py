@@ -41,6 +41,10 @@ dragonrun sweeps every node of it afterwards):
 - Verification: the gets keep the values they received (a reference, no copy)
   and compare them with what was put once the timer stopped; puts are read back
   once, untimed, after the last round. A mismatch makes the records not ok.
+- Repetitions: a count is a schedule the clients know from the start. Under an adaptive rule
+  (core.adaptive) the head decides after each round, on the rounds' slowest-client times, and
+  tells every client before the next barrier (one message each on an orders queue, untimed):
+  go for another round, or stop.
 - dragonhpc 0.12.3 (pinned): the DDict API of the study's 0.12.1 with its fixes. From 0.13 on, the DDict's
   orchestrator runs its managers in a ProcessGroup whose exception-queue monitor thread polls a queue whose
   poll(timeout) returns at once: it spins one CPU for the whole run (measured here on an idle DDict: 0.13.2,
@@ -152,15 +156,23 @@ def mismatches(got, values) -> int:
     return sum(1 for g, v in zip(got, values, strict=True) if g != v)
 
 
-def client_main(ddict, client, operation, value_size, count, iterations, rounds, barrier, results, fault_round):
-    """A client: untimed set-up, then `rounds` timed rounds, each starting at a barrier with the head."""
+def client_main(ddict, client, operation, value_size, count, iterations, rounds, barrier, results, fault_round,
+                orders=None):
+    """A client: untimed set-up, then `rounds` timed rounds, each starting at a barrier with the head.
+
+    With `orders` (an adaptive rule; rounds is None) the head says before each round whether there is one.
+    """
+    import itertools
+
     try:
         keys, values = make_keys(client, count), make_values(client, count, value_size)
         if operation in GETS:
             for key, value in zip(keys, values, strict=True):
                 ddict[key] = value
         results.put(("ready", client, placement()))
-        for rnd in range(rounds):
+        for rnd in (range(rounds) if orders is None else itertools.count()):
+            if orders is not None and orders.get() != "go":
+                break
             barrier.wait()
             if rnd == fault_round and client == 0:
                 raise RuntimeError(f"fault injected in client {client}, round {rnd}")
@@ -282,7 +294,8 @@ def run_head(task, head_start: float) -> tuple[list[dict], dict]:
     from dragon.infrastructure.policy import Policy
 
     from movebench.core import records
-    from movebench.core.timing import Repetitions
+    from movebench.core.adaptive import AdaptiveRepetitions
+    from movebench.runner import counted_value
 
     mp.set_start_method("dragon")
     point, settings = task.point, task.settings
@@ -291,7 +304,8 @@ def run_head(task, head_start: float) -> tuple[list[dict], dict]:
     launched = float(os.environ.get("MOVEBENCH_DRAGON_T0", head_start))
     clients = nodes * point["clients_per_node"]
     scratch = os.environ.get("MOVEBENCH_SCRATCH", "")
-    schedule = list(Repetitions(task.repetitions, task.warmups))
+    policy = task.policy
+    reps = AdaptiveRepetitions(policy, task.warmups)
     t0 = time.time()
     ddict = DDict(point["managers_per_node"], nodes, settings["total_mem"] * nodes,
                   streams_per_manager=settings["streams_per_manager"], persist_path=scratch)
@@ -300,12 +314,15 @@ def run_head(task, head_start: float) -> tuple[list[dict], dict]:
     timings = {"head_start": head_start, "dragon_startup_s": head_start - launched, "ddict_create_s": ddict_create_s}
     try:
         results, barrier = mp.Queue(), mp.Barrier(clients + 1)
+        # A count is a schedule the clients run by themselves, as always; an adaptive rule is told round by round.
+        orders = None if policy.fixed else mp.Queue()
+        scheduled = task.warmups + policy.max if policy.fixed else None
         hosts = _client_hosts(nodes)
         t0 = time.time()
         for client in range(clients):
             proc = mp.Process(target=client_main, args=(
                 ddict, client, operation, value_size, keys_per_client, iterations,
-                len(schedule), barrier, results, settings.get("fault_round", -1)))
+                scheduled, barrier, results, settings.get("fault_round", -1), orders))
             host = hosts[client % len(hosts)]
             if host is None:
                 proc.start()
@@ -318,7 +335,10 @@ def run_head(task, head_start: float) -> tuple[list[dict], dict]:
         timings["clients_start_s"] = time.time() - t0
         fixed = {"clients": clients, "keys_per_client": keys_per_client, "iterations": iterations,
                  **{k: timings[k] for k in ("dragon_startup_s", "ddict_create_s", "clients_start_s")}}
-        for rnd, (rep, warmup) in enumerate(schedule):
+        for rnd, (rep, warmup) in enumerate(reps):
+            if orders is not None:
+                for _ in range(clients):
+                    orders.put("go")
             if operation == "frozen_get":
                 ddict.freeze()
             # Every client has reported (ready, or its last round): a client that cannot reach the barrier within
@@ -334,6 +354,13 @@ def run_head(task, head_start: float) -> tuple[list[dict], dict]:
                                        ok=not bad, error=error, verified=not bad, **fixed, **extras))
             client_rounds += [{"round": rnd, "rep": rep, "warmup": warmup, "client": i, **r}
                               for i, r in enumerate(rounds)]
+            if not warmup:
+                reps.add(counted_value(recs[-1]))
+        if orders is not None:
+            for _ in range(clients):
+                orders.put("stop")
+        for rec in recs:
+            rec.update(reps.decision.record_fields())
         bad = sum(d["mismatches"] for d in inbox.collect("done"))
         if bad:
             for rec in recs:
@@ -356,7 +383,8 @@ def run_head(task, head_start: float) -> tuple[list[dict], dict]:
         t0 = time.time()
         ddict.destroy()
         timings["ddict_destroy_s"] = time.time() - t0
-    meta = {**timings, "clients": client_rounds, "ddict_stats": stats, "key_bytes": KEY_BYTES,
+    meta = {**timings, "repetitions": task.repetitions, "clients": client_rounds, "ddict_stats": stats,
+            "key_bytes": KEY_BYTES,
             "head_host": socket.gethostname(), "client_placement": placed, "dragon_transport": dragon_transport(task),
             "segments": {k: os.environ.get(k) for k in ("DRAGON_DEFAULT_SEG_SZ", "DRAGON_INF_SEG_SZ")}}
     return recs, meta

@@ -24,7 +24,10 @@ from movebench.core import envinfo, records
 
 PACKAGE = Path(__file__).resolve().parent
 #: Shared code every point runs through: its change reruns every point (families add their kernel files).
-RUNNER_SOURCES = ("launch.py", "runner.py", "core/records.py", "core/timing.py", "core/adaptive.py")
+# the shared measuring code: the buffers' memory (core/memory.py) and the persistent streams (core/p2p.py) are
+# part of what a figure measures
+RUNNER_SOURCES = ("launch.py", "runner.py", "core/records.py", "core/timing.py", "core/adaptive.py", "core/memory.py",
+                  "core/p2p.py")
 
 
 def job_environment(config: dict) -> dict[str, str]:

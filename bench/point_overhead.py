@@ -13,7 +13,8 @@ of what the second adds (e.g. `mpiexec + numpy` - `mpiexec + pass` = importing n
 - kernel: `mpiexec -n 2 python -m movebench.families.shuffle.kernel task.json` for one uni 1 KiB
   point with a fixed loop count (1 warm-up, 5 repetitions); its timed seconds (the records'
   elapsed_s) are subtracted, so the figure is the fixed cost.
-- launch: the same point through `python -m movebench.launch --task`, as a Snakemake job runs it:
+- launch: the same point through `python -m movebench.launch --task`, as a Snakemake job runs it, with
+  the variables a campaign hands its jobs (the commit and package versions, looked up once per campaign):
   the fixed cost of a point as a campaign pays it (Snakemake's own scheduling excluded).
 - inside a rank (one `mpiexec -n 2` job that times its own steps, rank 0's clock): envinfo.capture,
   mpi_meta, and shuffle's calibrate at repetition_time 0.25 s for uni 4 KiB, window 64.
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import statistics
 import subprocess
@@ -36,8 +38,15 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+from movebench.core import envinfo  # noqa: E402
+
 PY = sys.executable
 MPIEXEC = str(Path(PY).with_name("mpiexec"))
+# what a campaign's jobs inherit (movebench.campaign.job_environment): the commit and package versions, looked up
+# once per campaign
+CAMPAIGN_ENV = {**os.environ, "MOVEBENCH_GIT_COMMIT": envinfo.git_commit() or "",
+                "MOVEBENCH_PACKAGES": json.dumps(envinfo.package_versions())}
 POINT = {"pattern": "uni", "nodes": 1, "ranks": 2, "message_size": 1024, "window": 64}
 SETTINGS = {"iterations": 100, "repetition_time": 0.25}
 INSIDE = r"""
@@ -63,9 +72,9 @@ if comm.rank == 0:
 """
 
 
-def timed(cmd: list[str], cwd=None) -> tuple[float, subprocess.CompletedProcess]:
+def timed(cmd: list[str], cwd=None, env=None) -> tuple[float, subprocess.CompletedProcess]:
     start = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, timeout=300)
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, timeout=300, env=env)
     wall = time.perf_counter() - start
     if done.returncode != 0:
         sys.exit(f"failed: {shlex.join(cmd)}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
@@ -97,7 +106,7 @@ def launch_step(tmp: Path, python: str = PY) -> float:
     out.unlink(missing_ok=True)
     cmd = [python, "-m", "movebench.launch", "--task", json.dumps(make_task("shuffle", POINT, SETTINGS, 5, 1)),
            "--out", str(out), "--meta", str(tmp / "l.meta.json"), "--failed", str(tmp / "failed.json")]
-    wall, _ = timed(cmd, cwd=tmp)
+    wall, _ = timed(cmd, cwd=tmp, env=CAMPAIGN_ENV)
     return wall - timed_seconds(out)
 
 

@@ -40,7 +40,7 @@ from movebench.launch import make_task, run_kernel  # noqa: E402
 
 PY = sys.executable
 GUPS = ROOT / "bench" / ".cache" / "gups_ddict.py"
-SECTION = {"total_mem": str(256 << 20), "mem_frac": 0.1, "max_keys": 200, "keys_per_client": None}
+SECTION = {"total_mem": str(256 << 20), "mem_frac": 0.1, "max_keys": 200, "keys_per_client": None}  # --max-keys
 TOTAL_MEM = 256 << 20
 OPS = {"put": "put", "batch_put": "batchput", "get": "get", "frozen_get": "frozenget"}
 
@@ -77,7 +77,7 @@ def gups_point(operation: str, size: int, passes: int) -> dict:
     cmd = dragonrun(size) + [PY, str(GUPS), "--operation", OPS[operation], "--value_size_min", str(size),
                              "--value_size_max", str(size), "--nclients", "2", "--managers_per_node", "1",
                              "--num_nodes", "1", "--total_mem_size", str(TOTAL_MEM / 1024**3), "--mem_frac", "0.1",
-                             "--max_keys", "200", "--iterations", str(passes)]
+                             "--max_keys", str(SECTION["max_keys"]), "--iterations", str(passes)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     row = re.search(rf"^\s*{size}\s+(\d+)\s+(\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*$", proc.stdout, re.M)
     if proc.returncode != 0 or not row:
@@ -172,8 +172,10 @@ def main(argv=None) -> int:
     parser.add_argument("--b-rounds", type=int, default=7, help="part B: rounds per job (the first is dropped)")
     parser.add_argument("--b-operations", default="get,frozen_get,put", help="part B: get, frozen_get, put")
     parser.add_argument("--put-counts", default="1,2,4,8", help="part B, put: batches back to back per variant")
+    parser.add_argument("--max-keys", type=int, default=200, help="cap of keys per client, both sides")
     parser.add_argument("--json", help="part A's rows, written as they come")
     args = parser.parse_args(argv)
+    SECTION["max_keys"] = args.max_keys
     args.passes = [int(p) for p in args.passes.split(",")]
     args.sizes = [int(s) for s in args.sizes.split(",")]
     args.operations = args.operations.split(",")

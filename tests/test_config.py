@@ -38,6 +38,8 @@ def base(**shuffle):
         (base(tuple_size=60), "shuffle.tuple_size", "60", "must be a multiple of 8"),
         (base(nodes=[4]), "shuffle.nodes", "4", "more nodes than the 2 ranks"),
         ({"campaign": {}, "io": {"iterations": 6}}, "io.iterations", "6", "renamed: use io.repetitions"),
+        ({"campaign": {}, "kv": {"iterations": 0}}, "kv.iterations", "0", "must be >= 1"),
+        ({"campaign": {}, "kv": {"iterations": "auto"}}, "kv.iterations", "'auto'", "must be of type integer"),
         ({"campaign": {"repetitions": 0}}, "campaign.repetitions", "0", "must be >= 1"),
         ({"campaign": {"timeout": "soon"}}, "campaign.timeout", "'soon'", "must be of type number"),
         ({"campaign": {"warmup": 1}}, "campaign.warmup", "1", "unknown key 'warmup'; valid keys:"),

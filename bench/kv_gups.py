@@ -136,7 +136,7 @@ def part_b(args) -> list[dict]:
                 cmd = dragonrun(size) + [PY, str(ROOT / "bench" / "kv_variants.py"), "--operation", operation,
                                          "--value-size", str(size), "--passes", str(max(args.passes)),
                                          "--rounds", str(args.b_rounds),
-                                         "--put-counts", args.put_counts]
+                                         "--put-counts", args.put_counts, "--max-keys", str(args.max_keys)]
                 proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
                 line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("{")), None)
                 if proc.returncode != 0 or line is None:

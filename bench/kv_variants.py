@@ -149,10 +149,11 @@ def main(argv=None) -> int:
     parser.add_argument("--put-counts", default="1,4", help="put: batches back to back per variant, comma-separated")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--total-mem", type=int, default=256 << 20)
+    parser.add_argument("--max-keys", type=int, default=200, help="cap of keys per client (gups_ddict's max_keys)")
     args = parser.parse_args(argv)
     mp.set_start_method("dragon")
     put_counts = [int(n) for n in args.put_counts.split(",")]
-    count = keys_per_client({"total_mem": str(args.total_mem), "mem_frac": 0.1, "max_keys": 200,
+    count = keys_per_client({"total_mem": str(args.total_mem), "mem_frac": 0.1, "max_keys": args.max_keys,
                              "keys_per_client": None}, 1, args.clients, args.value_size)
     ddict = DDict(1, 1, args.total_mem, streams_per_manager=5, persist_path=os.environ.get("MOVEBENCH_SCRATCH", ""))
     procs = []

@@ -30,12 +30,16 @@ dragonrun sweeps every node of it afterwards):
   the second pass of the first round on (the first pass inserts them). Nothing
   but the DDict's operations runs inside the timed loop. Every record says how
   many passes its round timed (`iterations`; `ops` = clients x keys x passes).
-- Why several passes per round: one batch timed alone, after the idle gap a round
-  starts with, is ~5x faster than batches back to back (15-19 against 3-4 MB/s at
-  4 KiB, 2 clients, 1 manager here): the work a batch leaves to the manager is paid
-  by the next batch, never by a lone one. gups_ddict times its passes back to back;
-  so does a round here, and the first pass's head start is diluted to ~1/passes
-  (docs/kernels.md section 7 gives the figures behind the default of 4).
+- Why several passes per round: gups_ddict times its passes back to back, so a
+  comparison needs the same count on both sides; and a lone pass after the idle
+  start of a round is not the sustained rate: issue 13's measurement (200 keys,
+  4 KiB, 2 clients, 1 manager) found one batch timed alone at 15-19 MB/s against
+  3-4 MB/s for batches back to back, the work a batch leaves behind being paid by
+  the next one. Several passes dilute whatever a round's start costs or saves to
+  ~1/passes. 4 is a judgement, not a measured optimum: gups_ddict's defaults time
+  3 passes (its --iterations 2 and the pass its timer adds), and with 4 a round's
+  start weighs at most a quarter of the round while a default campaign's kv points
+  stay short (docs/kernels.md, section 7, has the figures and their noise).
 - Aggregate bandwidth, as gups_ddict defines it: sum over clients of
   ops_i / t_i x value_size, where t_i is client i's own round time. Key bytes are
   not counted. `elapsed_s` is the slowest client's time and `bytes` the values
@@ -52,7 +56,7 @@ dragonrun sweeps every node of it afterwards):
   numpy arrays of 16 float64 and its values one numpy array per client, the same
   for every key; here keys are 128-byte `bytes` and values `bytes`, distinct per
   key, so that a value read back proves it is that key's. Pickled, a numpy array
-  carries ~150 bytes of header and unpickles into a new array: gups_ddict moves a
+  carries ~130-150 bytes of header and unpickles into a new array: gups_ddict moves a
   little more per operation and builds an array on each get. (4) Its clients call
   `len(d)` once before their first test to open their manager connections; here
   the untimed puts (gets) or the warm-up rounds (puts) do that. (5) It runs one

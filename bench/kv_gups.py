@@ -97,9 +97,11 @@ def part_a(args) -> list[dict]:
                         steps = ("movebench", "gups") if rnd % 2 == 0 else ("gups", "movebench")
                         got = {}
                         for step in steps:
-                            got[step] = (movebench_kv_point(operation, size, passes, tmp, args.repetitions)
-                                         if step == "movebench"
-                                         else gups_point(operation, size, passes))
+                            if step == "movebench":
+                                got[step] = movebench_kv_point(operation, size, passes, tmp, args.repetitions,
+                                                               args.warmups)
+                            else:
+                                got[step] = gups_point(operation, size, passes)
                         row = {"round": rnd, "operation": operation, "size": size, "passes": passes,
                                "movebench": got["movebench"]["bw"], "gups": got["gups"]["bw"],
                                "gups_uncorrected": got["gups"]["bw_uncorrected"],
@@ -114,16 +116,21 @@ def part_a(args) -> list[dict]:
 
 
 def print_a(rows, args):
+    """The table, from whatever rounds `rows` holds (a run stopped early, read back with --table)."""
+    rounds = len({r["round"] for r in rows})
     print("\nPart A: movebench kv / gups_ddict (corrected), aggregate bandwidth, median of per-round ratios "
-          f"[min-max] over {args.rounds} rounds; MB/s medians")
-    print("| operation | value | passes | movebench MB/s | gups MB/s | movebench / gups |")
-    print("|---|---|---|---|---|---|")
+          f"[min-max] over the rounds (n); MB/s medians; {rounds} round(s) started")
+    print("| operation | value | passes | n | movebench MB/s | gups MB/s | movebench / gups |")
+    print("|---|---|---|---|---|---|---|")
     for passes in args.passes:
         for size in args.sizes:
             for operation in args.operations:
                 sel = [r for r in rows if (r["operation"], r["size"], r["passes"]) == (operation, size, passes)]
+                if not sel:
+                    continue
                 ratios = [r["movebench"] / r["gups"] for r in sel]
-                print(f"| {operation} | {size} | {passes} | {statistics.median(r['movebench'] for r in sel) / 1e6:.2f}"
+                print(f"| {operation} | {size} | {passes} | {len(sel)} | "
+                      f"{statistics.median(r['movebench'] for r in sel) / 1e6:.2f}"
                       f" | {statistics.median(r['gups'] for r in sel) / 1e6:.2f} | {statistics.median(ratios):.2f} "
                       f"[{min(ratios):.2f}-{max(ratios):.2f}] |")
 
@@ -164,6 +171,9 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--repetitions", type=int, default=5, help="part A: movebench's counted rounds per point")
+    parser.add_argument("--warmups", type=int, default=1,
+                        help="part A: movebench's warm-up rounds per point (0 with --repetitions 1: one cold round "
+                        "in a fresh DDict, as gups_ddict times it)")
     parser.add_argument("--passes", default="4", help="passes per timed round, comma-separated")
     parser.add_argument("--sizes", default="4096,262144")
     parser.add_argument("--operations", default=",".join(OPS))
@@ -174,12 +184,16 @@ def main(argv=None) -> int:
     parser.add_argument("--put-counts", default="1,2,4,8", help="part B, put: batches back to back per variant")
     parser.add_argument("--max-keys", type=int, default=200, help="cap of keys per client, both sides")
     parser.add_argument("--json", help="part A's rows, written as they come")
+    parser.add_argument("--table", help="print part A's table from a --json file and stop")
     args = parser.parse_args(argv)
     SECTION["max_keys"] = args.max_keys
     args.passes = [int(p) for p in args.passes.split(",")]
     args.sizes = [int(s) for s in args.sizes.split(",")]
     args.operations = args.operations.split(",")
     args.b_operations = args.b_operations.split(",")
+    if args.table:
+        print_a(json.loads(Path(args.table).read_text()), args)
+        return 0
     if "a" in args.part:
         print_a(part_a(args), args)
     if "b" in args.part:

@@ -1,6 +1,6 @@
 """movebench's kv beside Dragon's own gups_ddict.py at the same parameters, interleaved.
 
-Run: .venv/bin/python bench/kv_gups.py [--rounds 5] [--passes 1,4] [--part ab]
+Run: .venv/bin/python bench/kv_gups.py [--rounds 5] [--passes 4] [--part ab]
 
 gups_ddict.py is Dragon's (examples/benchmarks, tag v0.12.2, the release beside the pinned
 dragonhpc 0.12.3); it is not part of movebench. Put it at bench/.cache/gups_ddict.py (ignored by git):
@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import shlex
 import statistics
 import subprocess
 import sys
@@ -35,12 +34,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
-from movebench.core.records import read_jsonl  # noqa: E402
-from movebench.kv import keys_per_client, segment_env, shm_bytes  # noqa: E402
+from movebench.families.kv import keys_per_client  # noqa: E402
+from movebench.families.kv.kernel import segment_env, shm_bytes  # noqa: E402
+from movebench.launch import make_task, run_kernel  # noqa: E402
 
 PY = sys.executable
 GUPS = ROOT / "bench" / ".cache" / "gups_ddict.py"
-SECTION = {"total_mem": str(256 << 20), "mem_frac": 0.1, "max_keys": 200, "keys_per_client": None}
+SECTION = {"total_mem": str(256 << 20), "mem_frac": 0.1, "max_keys": 200, "keys_per_client": None}  # --max-keys
 TOTAL_MEM = 256 << 20
 OPS = {"put": "put", "batch_put": "batchput", "get": "get", "frozen_get": "frozenget"}
 
@@ -54,26 +54,20 @@ def dragonrun(value_size: int) -> list[str]:
 
 def movebench_kv_point(operation: str, size: int, passes: int, tmp: Path, repetitions: int = 5,
                        warmups: int = 1) -> dict:
-    """One kv point run as a campaign runs it; the median of its counted rounds.
-
-    Today the kernel takes argparse flags through `--kernel-args`; after the families become packages
-    it takes the point as a JSON task: only this function changes then.
-    """
+    """One kv point run as a campaign runs it (its JSON task, movebench.launch); the median of its counted rounds."""
     keys = keys_per_client(SECTION, 1, 2, size)
-    point = f"operation~{operation}/nodes~1/clients_per_node~2/managers_per_node~1/value_size~{size}"
-    kernel = ["--operation", operation, "--nodes", "1", "--clients-per-node", "2", "--managers-per-node", "1",
-              "--value-size", str(size), "--keys-per-client", str(keys), "--total-mem", str(TOTAL_MEM),
-              "--iterations", str(passes)]
-    out, meta = tmp / "kv.jsonl", tmp / "kv.meta.json"
-    proc = subprocess.run([PY, "-m", "movebench.launch", "--family", "kv", "--point", point, "--ranks", "2",
-                           "--timeout", "600", "--repetitions", str(repetitions), "--warmups", str(warmups),
-                           "--kernel-args", shlex.join(kernel), "--out", str(out), "--meta", str(meta),
-                           "--failed", str(tmp / "failed.json")], capture_output=True, text=True, cwd=tmp)
-    if proc.returncode != 0:
+    point = {"operation": operation, "nodes": 1, "clients_per_node": 2, "managers_per_node": 1, "value_size": size}
+    settings = {"streams_per_manager": 5, "total_mem": TOTAL_MEM, "iterations": passes, "keys_per_client": keys}
+    task = make_task("kv", point, settings, repetitions, warmups)
+    proc, recs, _ = run_kernel(task, tmp, timeout=600)
+    if proc.returncode != 0 or not recs:
         sys.exit(f"movebench kv {operation} {size}: failed\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    recs = [r for r in read_jsonl(out) if not r["warmup"]]
-    return {"bw": statistics.median(r["bandwidth_Bps"] for r in recs), "keys": keys,
-            "wall_s": json.loads(meta.read_text())["launch_wall_s"]}
+    bad = [r for r in recs if not r["ok"]]
+    if bad:
+        sys.exit(f"movebench kv {operation} {size}: {bad[0]['error']}")
+    counted = [r for r in recs if not r["warmup"]]
+    assert all(r["iterations"] == passes for r in counted)
+    return {"bw": statistics.median(r["bandwidth_Bps"] for r in counted), "keys": keys}
 
 
 def gups_point(operation: str, size: int, passes: int) -> dict:
@@ -83,7 +77,7 @@ def gups_point(operation: str, size: int, passes: int) -> dict:
     cmd = dragonrun(size) + [PY, str(GUPS), "--operation", OPS[operation], "--value_size_min", str(size),
                              "--value_size_max", str(size), "--nclients", "2", "--managers_per_node", "1",
                              "--num_nodes", "1", "--total_mem_size", str(TOTAL_MEM / 1024**3), "--mem_frac", "0.1",
-                             "--max_keys", "200", "--iterations", str(passes)]
+                             "--max_keys", str(SECTION["max_keys"]), "--iterations", str(passes)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     row = re.search(rf"^\s*{size}\s+(\d+)\s+(\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*$", proc.stdout, re.M)
     if proc.returncode != 0 or not row:
@@ -103,8 +97,11 @@ def part_a(args) -> list[dict]:
                         steps = ("movebench", "gups") if rnd % 2 == 0 else ("gups", "movebench")
                         got = {}
                         for step in steps:
-                            got[step] = (movebench_kv_point(operation, size, passes, tmp) if step == "movebench"
-                                         else gups_point(operation, size, passes))
+                            if step == "movebench":
+                                got[step] = movebench_kv_point(operation, size, passes, tmp, args.repetitions,
+                                                               args.warmups)
+                            else:
+                                got[step] = gups_point(operation, size, passes)
                         row = {"round": rnd, "operation": operation, "size": size, "passes": passes,
                                "movebench": got["movebench"]["bw"], "gups": got["gups"]["bw"],
                                "gups_uncorrected": got["gups"]["bw_uncorrected"],
@@ -119,16 +116,21 @@ def part_a(args) -> list[dict]:
 
 
 def print_a(rows, args):
+    """The table, from whatever rounds `rows` holds (a run stopped early, read back with --table)."""
+    rounds = len({r["round"] for r in rows})
     print("\nPart A: movebench kv / gups_ddict (corrected), aggregate bandwidth, median of per-round ratios "
-          f"[min-max] over {args.rounds} rounds; MB/s medians")
-    print("| operation | value | passes | movebench MB/s | gups MB/s | movebench / gups |")
-    print("|---|---|---|---|---|---|")
+          f"[min-max] over the rounds (n); MB/s medians; {rounds} round(s) started")
+    print("| operation | value | passes | n | movebench MB/s | gups MB/s | movebench / gups |")
+    print("|---|---|---|---|---|---|---|")
     for passes in args.passes:
         for size in args.sizes:
             for operation in args.operations:
                 sel = [r for r in rows if (r["operation"], r["size"], r["passes"]) == (operation, size, passes)]
+                if not sel:
+                    continue
                 ratios = [r["movebench"] / r["gups"] for r in sel]
-                print(f"| {operation} | {size} | {passes} | {statistics.median(r['movebench'] for r in sel) / 1e6:.2f}"
+                print(f"| {operation} | {size} | {passes} | {len(sel)} | "
+                      f"{statistics.median(r['movebench'] for r in sel) / 1e6:.2f}"
                       f" | {statistics.median(r['gups'] for r in sel) / 1e6:.2f} | {statistics.median(ratios):.2f} "
                       f"[{min(ratios):.2f}-{max(ratios):.2f}] |")
 
@@ -140,7 +142,8 @@ def part_b(args) -> list[dict]:
             for _ in range(args.b_jobs):
                 cmd = dragonrun(size) + [PY, str(ROOT / "bench" / "kv_variants.py"), "--operation", operation,
                                          "--value-size", str(size), "--passes", str(max(args.passes)),
-                                         "--rounds", str(args.b_rounds)]
+                                         "--rounds", str(args.b_rounds),
+                                         "--put-counts", args.put_counts, "--max-keys", str(args.max_keys)]
                 proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
                 line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("{")), None)
                 if proc.returncode != 0 or line is None:
@@ -167,19 +170,30 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--passes", default="1,4", help="passes per timed round, comma-separated")
+    parser.add_argument("--repetitions", type=int, default=5, help="part A: movebench's counted rounds per point")
+    parser.add_argument("--warmups", type=int, default=1,
+                        help="part A: movebench's warm-up rounds per point (0 with --repetitions 1: one cold round "
+                        "in a fresh DDict, as gups_ddict times it)")
+    parser.add_argument("--passes", default="4", help="passes per timed round, comma-separated")
     parser.add_argument("--sizes", default="4096,262144")
     parser.add_argument("--operations", default=",".join(OPS))
     parser.add_argument("--part", default="ab", help="a, b or ab")
     parser.add_argument("--b-jobs", type=int, default=2, help="part B: Dragon jobs per operation and size")
     parser.add_argument("--b-rounds", type=int, default=7, help="part B: rounds per job (the first is dropped)")
     parser.add_argument("--b-operations", default="get,frozen_get,put", help="part B: get, frozen_get, put")
+    parser.add_argument("--put-counts", default="1,2,4,8", help="part B, put: batches back to back per variant")
+    parser.add_argument("--max-keys", type=int, default=200, help="cap of keys per client, both sides")
     parser.add_argument("--json", help="part A's rows, written as they come")
+    parser.add_argument("--table", help="print part A's table from a --json file and stop")
     args = parser.parse_args(argv)
+    SECTION["max_keys"] = args.max_keys
     args.passes = [int(p) for p in args.passes.split(",")]
     args.sizes = [int(s) for s in args.sizes.split(",")]
     args.operations = args.operations.split(",")
     args.b_operations = args.b_operations.split(",")
+    if args.table:
+        print_a(json.loads(Path(args.table).read_text()), args)
+        return 0
     if "a" in args.part:
         print_a(part_a(args), args)
     if "b" in args.part:

@@ -4,7 +4,7 @@ Run by bench/kv_gups.py (part B), or by hand:
     python -m movebench.dragonrun -- dragon -s python bench/kv_variants.py --operation get --value-size 4096
 
 Two clients (one manager) put the same keys in two styles, untimed: movebench's (128-byte `bytes`
-keys, `bytes` values distinct per key, movebench.kv.make_keys/make_values) and gups_ddict's (keys
+keys, `bytes` values distinct per key, movebench.families.kv.kernel's make_keys/make_values) and gups_ddict's (keys
 of 16 random float64 in a numpy array, one random float64 numpy array as every key's value). Then,
 round after round (each starting at a barrier with the head), every client times `--passes` passes
 over its keys for each variant in turn, in an order rotated every round:
@@ -16,9 +16,10 @@ For frozen_get the head freezes the dictionary once, after the puts. Rate of a c
 time; the head prints, per round and variant, the sum over clients (gups_ddict's aggregate), as JSON.
 
 With `--operation put`, the variants are movebench's put loops over its `bytes` data instead:
-batch/1 (one batch: start_batch_put, the puts, end_batch_put, as a default campaign round times it),
-batch/N (N batches back to back, `--passes` N, as gups_ddict times them), put/1 and put/N. Each
-variant follows `--gap` seconds of idle time, as a round follows the head's barrier and bookkeeping.
+batch/n for every n of `--put-counts` (n batches back to back, each start_batch_put, the puts,
+end_batch_put; batch/1 is what a round timing one pass measures, batch/n with n > 1 what gups_ddict
+times) and put/1, put/n for the largest n. Each variant follows `--gap` seconds of idle time, as a
+round follows the head's barrier and bookkeeping; its figure is per pass (its time / n).
 """
 
 from __future__ import annotations
@@ -33,7 +34,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 VARIANTS = ("bytes/keep", "bytes/discard", "numpy/discard", "numpy/keep")
-PUT_VARIANTS = ("batch/1", "batch/N", "put/1", "put/N")
+
+
+def put_variants(counts: list[int]) -> tuple[str, ...]:
+    return (*(f"batch/{n}" for n in counts), "put/1", f"put/{max(counts)}")
 
 
 def gups_data(client: int, count: int, value_size: int):
@@ -44,15 +48,15 @@ def gups_data(client: int, count: int, value_size: int):
     return [rng.random(16) for _ in range(count)], [value] * count
 
 
-def put_rounds(ddict, keys, values, passes, rounds, gap, barrier, results, client):
+def put_rounds(ddict, keys, values, variants, rounds, gap, barrier, results, client):
     """Per round, each put variant after `gap` s of idle: times (s) per variant."""
     for rnd in range(rounds):
         barrier.wait()
-        turn = rnd % len(PUT_VARIANTS)
+        turn = rnd % len(variants)
         times = {}
-        for variant in PUT_VARIANTS[turn:] + PUT_VARIANTS[:turn]:
+        for variant in variants[turn:] + variants[:turn]:
             mode, n = variant.split("/")
-            n = passes if n == "N" else 1
+            n = int(n)
             time.sleep(gap)
             start = time.perf_counter()
             for _ in range(n):
@@ -66,8 +70,9 @@ def put_rounds(ddict, keys, values, passes, rounds, gap, barrier, results, clien
         results.put(("round", client, times))
 
 
-def client_main(ddict, client, count, value_size, passes, rounds, barrier, results, operation="get", gap=0.05):
-    from movebench.kv import make_keys, make_values
+def client_main(ddict, client, count, value_size, passes, rounds, barrier, results, operation="get", gap=0.05,
+                put_counts=(1, 4)):
+    from movebench.families.kv.kernel import make_keys, make_values
 
     try:
         if operation == "put":
@@ -75,7 +80,7 @@ def client_main(ddict, client, count, value_size, passes, rounds, barrier, resul
             for key, value in zip(keys, values, strict=True):
                 ddict[key] = value
             results.put(("ready", client, None))
-            put_rounds(ddict, keys, values, passes, rounds, gap, barrier, results, client)
+            put_rounds(ddict, keys, values, put_variants(put_counts), rounds, gap, barrier, results, client)
             bad = sum(1 for key, value in zip(keys, values, strict=True) if ddict[key] != value)
             if bad:
                 raise RuntimeError(f"{bad} keys read back differ from the values put")
@@ -132,7 +137,8 @@ def main(argv=None) -> int:
     import dragon  # noqa: F401
     from dragon.data.ddict.ddict import DDict
 
-    from movebench.kv import Inbox, keys_per_client
+    from movebench.families.kv import keys_per_client
+    from movebench.families.kv.kernel import Inbox
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--operation", choices=("get", "frozen_get", "put"), default="get")
@@ -140,11 +146,14 @@ def main(argv=None) -> int:
     parser.add_argument("--value-size", type=int, default=4096)
     parser.add_argument("--clients", type=int, default=2)
     parser.add_argument("--passes", type=int, default=4, help="passes over the keys per timed variant")
+    parser.add_argument("--put-counts", default="1,4", help="put: batches back to back per variant, comma-separated")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--total-mem", type=int, default=256 << 20)
+    parser.add_argument("--max-keys", type=int, default=200, help="cap of keys per client (gups_ddict's max_keys)")
     args = parser.parse_args(argv)
     mp.set_start_method("dragon")
-    count = keys_per_client({"total_mem": str(args.total_mem), "mem_frac": 0.1, "max_keys": 200,
+    put_counts = [int(n) for n in args.put_counts.split(",")]
+    count = keys_per_client({"total_mem": str(args.total_mem), "mem_frac": 0.1, "max_keys": args.max_keys,
                              "keys_per_client": None}, 1, args.clients, args.value_size)
     ddict = DDict(1, 1, args.total_mem, streams_per_manager=5, persist_path=os.environ.get("MOVEBENCH_SCRATCH", ""))
     procs = []
@@ -152,7 +161,8 @@ def main(argv=None) -> int:
         results, barrier = mp.Queue(), mp.Barrier(args.clients + 1)
         for client in range(args.clients):
             proc = mp.Process(target=client_main, args=(ddict, client, count, args.value_size, args.passes,
-                                                        args.rounds, barrier, results, args.operation, args.gap))
+                                                        args.rounds, barrier, results, args.operation, args.gap,
+                                                        put_counts))
             proc.start()
             procs.append(proc)
         inbox = Inbox(results, procs)
@@ -164,7 +174,7 @@ def main(argv=None) -> int:
             barrier.wait(120)
             per_client = inbox.collect("round")
             if args.operation == "put":  # per-pass times
-                rounds.append({v: sum(count / c[v] for c in per_client) for v in PUT_VARIANTS})
+                rounds.append({v: sum(count / c[v] for c in per_client) for v in put_variants(put_counts)})
             else:
                 rounds.append({v: sum(count * args.passes / c[v] for c in per_client) for v in VARIANTS})
         inbox.collect("done")

@@ -40,6 +40,8 @@ def base(**shuffle):
         ({"campaign": {}, "io": {"iterations": 6}}, "io.iterations", "6", "renamed: use io.repetitions"),
         ({"campaign": {"repetitions": 0}}, "campaign.repetitions", "0",
          "must be a count >= 1 or {min, max, ci_target, max_seconds}"),
+        ({"campaign": {}, "kv": {"iterations": 0}}, "kv.iterations", "0", "must be >= 1"),
+        ({"campaign": {}, "kv": {"iterations": "auto"}}, "kv.iterations", "'auto'", "must be of type integer"),
         ({"campaign": {"timeout": "soon"}}, "campaign.timeout", "'soon'", "must be of type number"),
         ({"campaign": {"warmup": 1}}, "campaign.warmup", "1", "unknown key 'warmup'; valid keys:"),
     ],

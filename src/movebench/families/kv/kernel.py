@@ -21,26 +21,49 @@ dragonrun sweeps every node of it afterwards):
   `keys_per_client` when set, else gups_ddict's
   min(max_keys, floor(mem_frac x total_mem x nodes / (clients x (128 + value_size)))).
 - A repetition is one round: the clients and the head meet at a barrier, then
-  every client times (perf_counter) `iterations` passes over its
-  keys: put (`d[k] = v`), batch_put (`start_batch_put()`, the puts,
-  `end_batch_put()`, all timed), get (`d[k]`), frozen_get (the same gets; the
-  head calls `freeze()` before the round and `unfreeze()` after, untimed). get and
-  frozen_get put every key once first, untimed. put and batch_put overwrite
-  their keys from the second round on (the first round inserts them).
+  every client times (perf_counter) `iterations` passes over its keys, back to
+  back (default 4, see below): put (`d[k] = v`), batch_put (`start_batch_put()`,
+  the puts, `end_batch_put()`, all timed, once per pass), get (`d[k]`, the value
+  dropped at once, as gups_ddict does), frozen_get (the same gets; the head calls
+  `freeze()` before the round and `unfreeze()` after, untimed). get and frozen_get
+  put every key once first, untimed. put and batch_put overwrite their keys from
+  the second pass of the first round on (the first pass inserts them). Nothing
+  but the DDict's operations runs inside the timed loop. Every record says how
+  many passes its round timed (`iterations`; `ops` = clients x keys x passes).
+- Why several passes per round: gups_ddict times its passes back to back, so a
+  comparison needs the same count on both sides; and a lone pass after the idle
+  start of a round is not the sustained rate: issue 13's measurement (200 keys,
+  4 KiB, 2 clients, 1 manager) found one batch timed alone at 15-19 MB/s against
+  3-4 MB/s for batches back to back, the work a batch leaves behind being paid by
+  the next one. Several passes dilute whatever a round's start costs or saves to
+  ~1/passes. 4 is a judgement, not a measured optimum: gups_ddict's defaults time
+  3 passes (its --iterations 2 and the pass its timer adds), and with 4 a round's
+  start weighs at most a quarter of the round while a default campaign's kv points
+  stay short (docs/kernels.md, section 7, has the figures and their noise).
 - Aggregate bandwidth, as gups_ddict defines it: sum over clients of
   ops_i / t_i x value_size, where t_i is client i's own round time. Key bytes are
   not counted. `elapsed_s` is the slowest client's time and `bytes` the values
   moved by all clients, so `bandwidth_slowest_Bps` = bytes / elapsed_s is the
   stricter figure next to it; `ops_per_s` = sum of ops_i / t_i.
-- Differs from gups_ddict: its first timed round is meant to be skipped but is
-  not. Here every round is recorded and the first `warmups` rounds (the
-  campaign's warm-ups, default 2) are flagged and left out of the statistics, so
-  the put family's cold first round (inserting, not overwriting) and the first
-  touch of pool memory never count; with `warmups: 0` every round counts, as in
-  gups_ddict.
-- Verification: the gets keep the values they received (a reference, no copy)
-  and compare them with what was put once the timer stopped; puts are read back
-  once, untimed, after the last round. A mismatch makes the records not ok.
+- Differs from gups_ddict (what remains after the timed loops were made alike):
+  (1) its timer starts one pass early: it times passes + 1 passes and divides by
+  passes (bench/kv_gups.py corrects for it); here the timer covers exactly the
+  passes it divides by. (2) Its first timed round is meant to be skipped but is
+  not; here every round is recorded and the first `warmups` rounds (the campaign's
+  warm-ups, default 2) are flagged and left out of the statistics, so the cold
+  first pass (inserting, not overwriting) and the first touch of pool memory never
+  count; with `warmups: 0` every round counts, as in gups_ddict. (3) Its keys are
+  numpy arrays of 16 float64 and its values one numpy array per client, the same
+  for every key; here keys are 128-byte `bytes` and values `bytes`, distinct per
+  key, so that a value read back proves it is that key's. Pickled, a numpy array
+  carries ~130-150 bytes of header and unpickles into a new array: gups_ddict moves a
+  little more per operation and builds an array on each get. (4) Its clients call
+  `len(d)` once before their first test to open their manager connections; here
+  the untimed puts (gets) or the warm-up rounds (puts) do that. (5) It runs one
+  round per Dragon job and value size; here `repetitions` rounds run in one job.
+- Verification, never timed: after each round of gets, every client reads each
+  key back and compares it with its value; after the last round of puts, the
+  same. A mismatch makes the records not ok.
 - Repetitions: a count is a schedule the clients know from the start. Under an adaptive rule
   (core.adaptive) the head decides after each round, on the rounds' slowest-client times, and
   tells every client before the next barrier (one message each on an orders queue, untimed):
@@ -133,30 +156,37 @@ def make_values(client: int, count: int, value_size: int) -> list[bytes]:
     return [i.to_bytes(8, "little")[:stamp] + base[stamp:] for i in range(count)]
 
 
-def timed_round(ddict, operation, keys, values, iterations):
-    """One client's timed passes over its keys; the gets keep what they received."""
-    got = [None] * len(keys) if operation in GETS else None
-    start = time.perf_counter()
-    for _ in range(iterations):
-        if operation == "put":
-            for key, value in zip(keys, values, strict=True):
+def timed_passes(ddict, operation, keys, values, passes) -> float:
+    """One client's timed passes over its keys: seconds. Only the DDict's operations are in the loop, as in
+    gups_ddict: the gets drop what they receive (verify() reads it back after the timer)."""
+    pairs = list(zip(keys, values, strict=True))
+    if operation == "put":
+        start = time.perf_counter()
+        for _ in range(passes):
+            for key, value in pairs:
                 ddict[key] = value
-        elif operation == "batch_put":
+        return time.perf_counter() - start
+    if operation == "batch_put":
+        start = time.perf_counter()
+        for _ in range(passes):
             ddict.start_batch_put()
-            for key, value in zip(keys, values, strict=True):
+            for key, value in pairs:
                 ddict[key] = value
             ddict.end_batch_put()
-        else:
-            for i, key in enumerate(keys):
-                got[i] = ddict[key]
-    return time.perf_counter() - start, got
+        return time.perf_counter() - start
+    start = time.perf_counter()
+    for _ in range(passes):
+        for key in keys:
+            ddict[key]
+    return time.perf_counter() - start
 
 
-def mismatches(got, values) -> int:
-    return sum(1 for g, v in zip(got, values, strict=True) if g != v)
+def verify(ddict, keys, values) -> int:
+    """Untimed: every key read back and compared with its value; the number that differ."""
+    return sum(1 for key, value in zip(keys, values, strict=True) if ddict[key] != value)
 
 
-def client_main(ddict, client, operation, value_size, count, iterations, rounds, barrier, results, fault_round,
+def client_main(ddict, client, operation, value_size, count, passes, rounds, barrier, results, fault_round,
                 orders=None):
     """A client: untimed set-up, then `rounds` timed rounds, each starting at a barrier with the head.
 
@@ -176,13 +206,12 @@ def client_main(ddict, client, operation, value_size, count, iterations, rounds,
             barrier.wait()
             if rnd == fault_round and client == 0:
                 raise RuntimeError(f"fault injected in client {client}, round {rnd}")
-            elapsed, got = timed_round(ddict, operation, keys, values, iterations)
-            bad = mismatches(got, values) if got is not None else 0
-            results.put(("round", client, {"elapsed_s": elapsed, "ops": count * iterations, "mismatches": bad}))
-            del got
-        bad = 0
-        if operation in PUTS:
-            bad = sum(1 for key, value in zip(keys, values, strict=True) if ddict[key] != value)
+            elapsed = timed_passes(ddict, operation, keys, values, passes)
+            # Gets: the DDict read back every round (a frozen DDict is still frozen here). Puts: once, after
+            # the last round, so that a round's puts are not followed by gets the next round does not time.
+            bad = verify(ddict, keys, values) if operation in GETS else 0
+            results.put(("round", client, {"elapsed_s": elapsed, "ops": count * passes, "mismatches": bad}))
+        bad = verify(ddict, keys, values) if operation in PUTS else 0
         results.put(("done", client, {"mismatches": bad}))
     except BaseException as exc:
         results.put(("failed", client, f"{type(exc).__name__}: {exc}"))
@@ -349,7 +378,7 @@ def run_head(task, head_start: float) -> tuple[list[dict], dict]:
                 ddict.unfreeze()
             elapsed, nbytes, extras = aggregate(rounds, value_size)
             bad = sum(r["mismatches"] for r in rounds)
-            error = f"{bad} gets returned a value other than the one put" if bad else None
+            error = f"{bad} keys read back after the round's gets differ from the values put" if bad else None
             recs.append(records.record("kv", operation, point, rep, warmup, elapsed_s=elapsed, nbytes=nbytes,
                                        ok=not bad, error=error, verified=not bad, **fixed, **extras))
             client_rounds += [{"round": rnd, "rep": rep, "warmup": warmup, "client": i, **r}

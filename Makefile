@@ -13,7 +13,7 @@ PLAN_ARGS ?=
 NODES ?= 2
 LINK ?=
 
-.PHONY: help install system-deps run dry-run plan test test-fast bench lint format slurm-up slurm-down clean
+.PHONY: help install system-deps run dry-run plan test test-fast bench osu-ref lint format slurm-up slurm-down clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -44,13 +44,26 @@ test: install system-deps  ## the whole test suite: unit, MPI, pipeline, browser
 test-fast: install  ## unit tests only
 	$(VENV)/bin/pytest -m "not mpi and not pipeline and not browser and not slurm and not netns and not dragon and not azurite" $(PYTEST_ARGS)
 
-bench: install system-deps  ## the benchmarks quoted in the closing notes (about 30 minutes)
+bench: install system-deps osu-ref  ## the benchmarks quoted in the closing notes (about 45 minutes)
+	$(PY) bench/c_reference.py
+	$(PY) bench/memory_mode.py
+	$(PY) bench/point_overhead.py
 	$(PY) bench/shuffle.py
 	$(PY) bench/bcast.py
 	$(PY) bench/io.py --blob
 	$(PY) bench/campaign.py
 	$(PY) bench/kv.py
 	$(PY) bench/multinode.py
+
+osu-ref: build/bench/osu_ref build/bench/libosu_ref.so  ## the C reference of bench/c_reference.py (venv's MPICH)
+
+build/bench/osu_ref: bench/osu_ref/osu_ref.c $(VENV)/.installed
+	mkdir -p $(@D)
+	$(VENV)/bin/mpicc -O2 -Wall -o $@ $<
+
+build/bench/libosu_ref.so: bench/osu_ref/osu_ref.c $(VENV)/.installed
+	mkdir -p $(@D)
+	$(VENV)/bin/mpicc -O2 -Wall -fPIC -shared -DOSU_REF_LIBRARY -o $@ $<
 
 lint: install  ## snakemake --lint, snakefmt --check, ruff
 	$(VENV)/bin/snakemake --lint --profile local $(CONFIG_ARG)

@@ -5,12 +5,14 @@
    10000x10000 CSR at densities 0.0008, 0.008 and 0.6, by every method: median time,
    receiver and root memory, and each method's speed-up over pickle. A case that
    would not fit in memory_fraction of MemAvailable is scaled down (rows), and said so.
-2. The `buffer` method beside mpi4py's demo/osu_bcast.py (bench/mpi4py_demo/) at 1 MiB,
-   2 and 4 ranks.
+   (The study's five methods; `osu`, a loop of 110 calls per repetition, would take
+   minutes per repetition at 800 MB and says nothing new there: part 2 has it.)
+2. The `buffer` and `osu` methods beside mpi4py's demo/osu_bcast.py (bench/mpi4py_demo/)
+   at 1 MiB, 2 and 4 ranks: buffer - osu is what metadata and the object cost.
 
 Both parts interleave what they compare (design.md: repetitions vary 20-50% here):
 part 1 runs every method once per round, in an order rotated each round; part 2
-alternates osu_bcast and buffer, the first one swapped each round. A speed-up or
+rotates osu_bcast.py, buffer and osu, the first one changed each round. A speed-up or
 ratio is the median over rounds of the ratio within a round (pairwise), never one
 run against another. Each kernel run is the bcast kernel under mpiexec, started by
 movebench.launch's command exactly as a campaign point runs (warm-ups recorded, not counted).
@@ -37,7 +39,7 @@ sys.path.insert(0, str(ROOT_DIR / "src"))
 
 from movebench import admission  # noqa: E402
 from movebench.families import bcast  # noqa: E402
-from movebench.families.bcast.kernel import IN_PLACE, METHODS  # noqa: E402
+from movebench.families.bcast.kernel import IN_PLACE  # noqa: E402
 from movebench.launch import make_task, run_kernel  # noqa: E402
 
 MPIEXEC = Path(sys.executable).with_name("mpiexec")
@@ -45,6 +47,7 @@ OSU_BCAST = ROOT_DIR / "bench" / "mpi4py_demo" / "osu_bcast.py"
 ENV = {**os.environ, "PYTHONPATH": f"{ROOT_DIR / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
 OSU_SIZE = 1 << 20
 MiB = 2**20
+METHODS = ("pickle", "buffer", "pkl5", "p2p", "rma")  # the study's; osu is in part 2
 
 
 def run(cmd: list[str], timeout: float = 900) -> str:
@@ -224,36 +227,34 @@ def print_study(rows, notes):
 # --- part 2: buffer beside osu_bcast.py ---
 
 
-def part_osu(rounds: int, repetitions: int, warmups: int):
+def ratios(tops, bottoms) -> dict:
+    """Per-round ratios: their median, min and max."""
+    values = [t / b for t, b in zip(tops, bottoms, strict=True)]
+    return {"median": median(values), "min": min(values), "max": max(values)}
+
+
+def part_osu(rounds: int, repetitions: int, warmups: int, osu_repetitions: int = 5):
     rows = []
     case = {"kind": "dense", "shape": str(OSU_SIZE // 8), "density": None}
+    steps = ("osu_bcast.py", "buffer", "osu")
     for ranks in (2, 4):
-        osu, ours = [], []
+        times = {step: [] for step in steps}
         for rnd in range(rounds):
-            steps = ["osu", "buffer"] if rnd % 2 == 0 else ["buffer", "osu"]
-            for step in steps:
-                if step == "osu":
-                    osu.append(osu_bcast_us(ranks))
+            for step in steps[rnd % 3:] + steps[:rnd % 3]:
+                if step == "osu_bcast.py":
+                    times[step].append(osu_bcast_us(ranks))
                 else:
-                    recs, _ = kernel(ranks, case, "buffer", repetitions, warmups)
-                    ours.append(median([r["elapsed_s"] for r in counted(recs)]) * 1e6)
-            print(
-                f"  round {rnd + 1}/{rounds} {ranks} ranks: osu_bcast {osu[-1]:.1f} us, buffer {ours[-1]:.1f} us",
-                flush=True,
-            )
-        ratios = [b / o for b, o in zip(ours, osu, strict=True)]
-        rows.append(
-            {
-                "ranks": ranks,
-                "osu_us": median(osu),
-                "buffer_us": median(ours),
-                "ratio": median(ratios),
-                "ratio_min": min(ratios),
-                "ratio_max": max(ratios),
-                "osu_rounds": osu,
-                "buffer_rounds": ours,
-            }
-        )
+                    # osu: each repetition is osu_bcast's 100 timed calls already
+                    reps = repetitions if step == "buffer" else osu_repetitions
+                    recs, _ = kernel(ranks, case, step, reps, warmups if step == "buffer" else 1)
+                    times[step].append(median([r["elapsed_s"] for r in counted(recs)]) * 1e6)
+            print(f"  round {rnd + 1}/{rounds} {ranks} ranks: "
+                  + ", ".join(f"{step} {times[step][-1]:.1f} us" for step in steps), flush=True)
+        rows.append({"ranks": ranks, **{f"{step}_us": median(times[step]) for step in steps},
+                     "buffer/osu_bcast.py": ratios(times["buffer"], times["osu_bcast.py"]),
+                     "osu/osu_bcast.py": ratios(times["osu"], times["osu_bcast.py"]),
+                     "buffer/osu": ratios(times["buffer"], times["osu"]),
+                     "rounds": times})
     return rows
 
 
@@ -261,12 +262,16 @@ def print_osu(rows, repetitions):
     print("\nPart 2: 1 MiB broadcast. osu_bcast.py: rank 0's mean over 100 back-to-back Bcasts (10 skipped);")
     print(
         f"buffer: median of {repetitions} repetitions, each a barrier, the metadata bcast and the Bcast, "
-        "timed to the slowest rank."
+        "timed to the slowest rank;\nosu: movebench's osu method, the average over ranks of each rank's mean of 100 "
+        "back-to-back Bcasts (10 skipped), median of its repetitions. Ratios: median over rounds [min-max]."
     )
-    print(f"{'ranks':>5} {'osu_bcast us':>13} {'buffer us':>10} {'buffer / osu':>22}")
+    print(f"{'ranks':>5} {'osu_bcast.py us':>15} {'buffer us':>10} {'osu us':>8} {'buffer / osu_bcast.py':>22} "
+          f"{'osu / osu_bcast.py':>19} {'buffer / osu':>19}")
     for row in rows:
-        spread = f"{row['ratio']:.2f} [{row['ratio_min']:.2f}-{row['ratio_max']:.2f}]"
-        print(f"{row['ranks']:>5} {row['osu_us']:>13.1f} {row['buffer_us']:>10.1f} {spread:>22}")
+        cells = [f"{r['median']:.2f} [{r['min']:.2f}-{r['max']:.2f}]"
+                 for r in (row["buffer/osu_bcast.py"], row["osu/osu_bcast.py"], row["buffer/osu"])]
+        print(f"{row['ranks']:>5} {row['osu_bcast.py_us']:>15.1f} {row['buffer_us']:>10.1f} {row['osu_us']:>8.1f} "
+              f"{cells[0]:>22} {cells[1]:>19} {cells[2]:>19}")
 
 
 def main(argv=None):
@@ -305,7 +310,7 @@ def main(argv=None):
             cpu_model=meta.get("cpu_model"),
         )
     if not args.skip_osu:
-        print("\nPart 2: buffer beside osu_bcast.py at 1 MiB", flush=True)
+        print("\nPart 2: buffer and osu beside osu_bcast.py at 1 MiB", flush=True)
         rows = part_osu(args.osu_rounds, args.osu_repetitions, 10)
         print_osu(rows, args.osu_repetitions)
         report["osu"] = rows

@@ -8,7 +8,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from conftest import MPIEXEC, PYTHON, make_task, run_kernel
+from conftest import MPIEXEC, PYTHON, make_task, mpirun, run_kernel
 from movebench import admission, families
 from movebench import config as campaign_config
 from movebench.families import bcast as spec
@@ -19,11 +19,14 @@ DENSE_SHAPE = "128x96"  # 96 KiB of float64: above the metadata's size, small en
 SPARSE_SHAPE = "400x300"  # ~290 KiB at density 0.2
 
 
-def run_point(tmp_path, ranks, kind, method, shape, density=None, repetitions=2, warmups=1, fault=None):
+def run_point(tmp_path, ranks, kind, method, shape, density=None, repetitions=2, warmups=1, fault=None,
+              memory_mode=None):
     point = {"kind": kind, "method": method, "nodes": 1, "ranks": ranks, "shape": shape}
     if kind == "sparse":
         point["density"] = density
     point["dtype"] = "float64"
+    if memory_mode:
+        point["memory_mode"] = memory_mode
     settings = {"seed": 2024, **({"fault": fault} if fault else {})}
     folder = tmp_path / f"run{len(list(tmp_path.iterdir()))}"
     folder.mkdir()
@@ -59,7 +62,8 @@ def test_grid_sweeps_density_for_sparse_only():
     sparse = [p for p in points if p["kind"] == "sparse"]
     assert len(dense) == 2 * 2 and len(sparse) == 2 * 2 * 2
     assert all("density" not in p for p in dense)
-    assert list(sparse[0]) == ["kind", "method", "nodes", "ranks", "shape", "density", "dtype"]
+    assert list(sparse[0]) == ["kind", "method", "nodes", "ranks", "shape", "density", "dtype",
+                              "mpi_thread_level", "memory_mode"]
     assert {p["shape"] for p in points} == {"10x20"}
     assert sparse[0]["density"] == 0.01 and isinstance(sparse[0]["density"], float)
 
@@ -78,10 +82,23 @@ def test_the_rule_finds_each_point_by_its_path():
             assert task["variant"] == "rma" and task["ranks"] == 2 and task["nodes"] == 1
 
 
+def test_osu_is_a_method_of_every_kind_and_a_default():
+    cfg = validate({"kinds": ["dense", "sparse"], "methods": ["osu"], "shapes": [[10, 20]], "densities": [0.5]})
+    points = spec.FAMILY.points(cfg["bcast"])
+    assert [(p["kind"], p["method"]) for p in points] == [("dense", "osu"), ("sparse", "osu")]
+    assert "osu" in validate({})["bcast"]["methods"]
+
+
+def test_osu_counts_are_osu_bcasts():
+    """osu_bcast: 1000 timed after 200 skipped up to 8 KiB (LARGE_MESSAGE_SIZE), 100 after 10 above."""
+    assert kernel.osu_counts(8) == kernel.osu_counts(8192) == (1000, 200)
+    assert kernel.osu_counts(8193) == kernel.osu_counts(4 << 20) == (100, 10)
+
+
 @pytest.mark.parametrize(
     ("section", "path", "words"),
     [
-        ({"methods": ["pickle", "mmap"]}, "bcast.methods[1]", "must be one of pickle, buffer, pkl5, p2p, rma"),
+        ({"methods": ["pickle", "mmap"]}, "bcast.methods[1]", "must be one of pickle, buffer, pkl5, p2p, rma, osu"),
         ({"kinds": ["banded"]}, "bcast.kinds[0]", "must be one of dense, sparse"),
         ({"densities": [0.5, 0]}, "bcast.densities[1]", "must be > 0"),
         ({"densities": [1.5]}, "bcast.densities[0]", "must be <= 1"),
@@ -124,7 +141,7 @@ def test_memory_plan_follows_each_method():
     payload = 1000
     base = spec.BASE_RANK_BYTES
     assert spec.rank_bytes("pickle", payload) == (base + 3000, base + 2000)
-    for method in ("buffer", "pkl5", "p2p", "rma"):
+    for method in ("buffer", "pkl5", "p2p", "rma", "osu"):
         assert spec.rank_bytes(method, payload) == (base + 1000, base + 1000)
     point = {"kind": "dense", "method": "buffer", "ranks": 4, "nodes": 2, "shape": "125", "dtype": "float64"}
     assert spec.FAMILY.node_memory_bytes(point, {}) == 2 * (base + 1000)
@@ -206,7 +223,8 @@ def test_method_delivers_the_roots_array(tmp_path, method, kind, ranks):
 @pytest.mark.mpi
 @pytest.mark.parametrize(
     ("kind", "method", "ranks"),
-    [("dense", "buffer", 2), ("sparse", "pickle", 2), ("sparse", "rma", 4), ("dense", "p2p", 4), ("dense", "pkl5", 2)],
+    [("dense", "buffer", 2), ("sparse", "pickle", 2), ("sparse", "rma", 4), ("dense", "p2p", 4), ("dense", "pkl5", 2),
+     ("dense", "osu", 2), ("sparse", "osu", 4)],
 )
 def test_corrupted_receive_fails_verification(tmp_path, kind, method, ranks):
     kind_, shape, density = KIND[kind]
@@ -246,6 +264,58 @@ def test_receiver_memory_pickle_twice_in_place_once(tmp_path):
         assert rec["root_rss_hwm_delta_bytes"] < 0.3 * payload
 
 
+@pytest.mark.mpi
+@pytest.mark.parametrize(("kind", "shape", "counts"), [("dense", "1", (1000, 200)), ("dense", DENSE_SHAPE, (100, 10)),
+                                                       ("sparse", SPARSE_SHAPE, (100, 10))])
+def test_osu_records_say_how_they_were_timed(tmp_path, kind, shape, counts):
+    _, _, density = KIND[kind]
+    recs, meta = run_point(tmp_path, 2, kind, "osu", shape, density, repetitions=3)
+    assert [r["warmup"] for r in recs] == [True, False, False, False]  # no rows beyond the repetitions
+    for rec in recs:
+        assert (rec["iterations"], rec["skip"]) == counts
+        assert rec["ok"] and rec["verified"] and rec["bytes"] == rec["payload_bytes"]
+        assert rec["elapsed_s"] > 0 and rec["bandwidth_Bps"] == pytest.approx(rec["bytes"] / rec["elapsed_s"])
+        # memory comes from the probe broadcast: preallocated buffers, nothing the size of the payload allocated
+        assert rec["tracemalloc_peak_bytes"] < max(rec["payload_bytes"] / 4, 16384)
+        assert rec["rss_hwm_delta_bytes"] > 0 and rec["root_rss_hwm_delta_bytes"] > 0
+    buffers = meta["memory"]["buffers"]
+    expected = ["source", "rank 1 receive"] if kind == "dense" else [
+        f"{side}.{name}" for side in ("source", "rank 1 receive") for name in ("data", "indices", "indptr")]
+    assert sorted(buffers) == sorted(expected)
+    assert meta["memory"]["memory_mode"] == "4k" and meta["memory_probe"].startswith("an untimed broadcast")
+    for facts in buffers.values():
+        assert facts["address_mod_4k"] == 0 and facts["huge_page_bytes"] in (0, None)
+
+
+@pytest.mark.mpi
+def test_memory_mode_of_the_point_places_every_timed_buffer(tmp_path):
+    recs, meta = run_point(tmp_path, 2, "dense", "buffer", "512x512", memory_mode="thp")
+    assert all(r["ok"] and r["verified"] and r["memory_mode"] == "thp" for r in recs)
+    assert meta["memory"]["memory_mode"] == "thp"
+    assert {name: facts["address_mod_2m"] for name, facts in meta["memory"]["buffers"].items()} == {
+        "source": 0, "rank 1 receive": 0}
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_timed_broadcasts_run_without_memory_probes(ranks):
+    """Each repetition: the timed broadcast (tracemalloc off, receive buffers zeroed), then an RSS reset and a
+    probe broadcast under tracemalloc; and osu's figure is the average over ranks of each rank's mean round."""
+    result = json.loads(mpirun(ranks, "tests/mpi/bcast_probes.py").stdout)
+    for method, run in result["methods"].items():
+        timed = "osu_loop" if method == "osu" else "broadcast"
+        for rank, events in enumerate(run["events"]):
+            calls = [(e["call"], e["tracing"]) for e in events]
+            assert calls == [(timed, False), ("rss_reset", True), ("broadcast", True)] * 2, (method, rank)
+            if rank != kernel.ROOT and method in kernel.IN_PLACE:
+                assert [e["receive_zeroed"] for e in events[::3]] == [True, True]
+        for rep in run["reps"]:
+            assert rep["verified"] and not rep["tracing_after"] and rep["bytes"] == 8000 * (ranks - 1)
+            assert (rep["iterations"], rep["skip"]) == ((1000, 200) if method == "osu" else (None, None))  # 8000 B
+    # rank r's every round lasts (r + 1) ms: each rank's mean is (r + 1) ms, their average (ranks + 1) / 2 ms
+    assert result["osu_fake_clock"] == pytest.approx((ranks + 1) / 2 * 1e-3)
+
+
 # --- the report section ---
 
 
@@ -267,3 +337,29 @@ def test_report_finds_speedups_and_crossover(tmp_path):
     assert [r["method"] for r in rows] == ["buffer"]
     assert rows[0]["in place vs pickle"].split()[0] in ("wins", "loses")
     assert "0.05: " in rows[0]["speed-up by density"] and "0.5: " in rows[0]["speed-up by density"]
+
+
+@pytest.mark.mpi
+def test_report_sets_the_pure_transfer_beside_buffer(tmp_path):
+    import pandas as pd
+
+    frames = []
+    for method, shape in [("buffer", "1"), ("osu", "1"), ("buffer", DENSE_SHAPE), ("osu", DENSE_SHAPE),
+                          ("pickle", DENSE_SHAPE)]:
+        recs, _ = run_point(tmp_path, 2, "dense", method, shape, repetitions=3)
+        frames.append(pd.DataFrame(recs).assign(point=f"{method}/{shape}"))
+    table = pd.concat(frames, ignore_index=True)
+    medians = bcast_report.method_medians(table)
+    rows = {row["case"]: row for row in bcast_report.transfer_rows(medians)}
+    assert sorted(rows) == ["dense 1 float64, 2 ranks", f"dense {DENSE_SHAPE} float64, 2 ranks"]
+    for case, row in rows.items():
+        shape = case.split()[1]
+        times = {m: medians.loc[(medians["method"] == m) & (medians["shape"] == shape), "time_s"].item()
+                 for m in ("buffer", "osu")}
+        assert row["buffer"] == times["buffer"] and row["osu"] == times["osu"]
+        assert row["buffer - osu"] == pytest.approx(times["buffer"] - times["osu"])
+        assert row["buffer / osu"] == pytest.approx(times["buffer"] / times["osu"])
+    ctx = bcast_report.context(table, pd.DataFrame(), {})
+    assert "buffer - osu" in ctx["transfer"] and "osu" not in ctx["speedups"] and "osu" in ctx["per_method"]
+    lines = [text for text, _ in bcast_report.headlines(table, pd.DataFrame())]
+    assert any(line.startswith("dense 1 float64, 2 ranks: buffer") and "the time of osu" in line for line in lines)

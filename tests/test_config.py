@@ -17,7 +17,12 @@ def base(**shuffle):
     "config, path, value, hint",
     [
         ({"campaign": {}, "shufle": {}}, "shufle", "{}", "unknown key 'shufle'; valid keys:"),
-        (base(paterns=["uni"]), "shuffle.paterns", "[uni]", "valid keys: enabled, iterations, message_sizes"),
+        (base(paterns=["uni"]), "shuffle.paterns", "[uni]",
+         "valid keys: enabled, iterations, memory_modes, message_sizes"),
+        (base(mpi_thread_levels=["many"]), "shuffle.mpi_thread_levels[0]", "'many'",
+         "must be one of single, funneled, serialized, multiple"),
+        (base(memory_modes=["2m"]), "shuffle.memory_modes[0]", "'2m'", "must be one of 4k, thp"),
+        (base(mpi_thread_level="single"), "shuffle.mpi_thread_level", "'single'", "the key is plural"),
         (base(patterns=["unii"]), "shuffle.patterns[0]", "'unii'", "must be one of uni, bidi, alltoall, shuffle"),
         (base(ranks="2"), "shuffle.ranks", "'2'", "must be of type array"),
         (base(ranks=[]), "shuffle.ranks", "[]", "must not be empty"),
@@ -33,7 +38,10 @@ def base(**shuffle):
         (base(tuple_size=60), "shuffle.tuple_size", "60", "must be a multiple of 8"),
         (base(nodes=[4]), "shuffle.nodes", "4", "more nodes than the 2 ranks"),
         ({"campaign": {}, "io": {"iterations": 6}}, "io.iterations", "6", "renamed: use io.repetitions"),
-        ({"campaign": {"repetitions": 0}}, "campaign.repetitions", "0", "must be >= 1"),
+        ({"campaign": {"repetitions": 0}}, "campaign.repetitions", "0",
+         "must be a count >= 1 or {min, max, ci_target, max_seconds}"),
+        ({"campaign": {}, "kv": {"iterations": 0}}, "kv.iterations", "0", "must be >= 1"),
+        ({"campaign": {}, "kv": {"iterations": "auto"}}, "kv.iterations", "'auto'", "must be of type integer"),
         ({"campaign": {"timeout": "soon"}}, "campaign.timeout", "'soon'", "must be of type number"),
         ({"campaign": {"warmup": 1}}, "campaign.warmup", "1", "unknown key 'warmup'; valid keys:"),
     ],
@@ -295,3 +303,34 @@ def test_snakemake_refuses_a_key_given_twice_and_a_null_section_in_one_line(tmp_
                               capture_output=True, text=True, timeout=120)
         out = proc.stdout + proc.stderr
         assert proc.returncode != 0 and words in out and "Traceback" not in out, out
+
+
+def test_adaptive_repetitions_take_the_rules_defaults_and_reach_the_task():
+    config = cc.validate({"campaign": {"repetitions": {"max": 20}}, "shuffle": STREAM,
+                          "bcast": {"repetitions": 4}}, warn=lambda line: None)
+    rule = {"min": 6, "max": 20, "ci_target": 0.05}
+    assert config["campaign"]["repetitions"] == rule and config["shuffle"]["repetitions"] == rule
+    assert config["bcast"]["repetitions"] == 4
+    task = next(iter(cc.tasks(config, cc.grid(config))["shuffle"].values()))
+    assert task["repetitions"] == rule
+
+
+@pytest.mark.parametrize(
+    "config, line",
+    [
+        ({"campaign": {"repetitions": {"min": 0}}, "shuffle": STREAM}, "campaign.repetitions.min = 0: must be >= 1"),
+        ({"campaign": {}, "shuffle": {**STREAM, "repetitions": {"max": 10, "ci_target": 1.5}}},
+         "shuffle.repetitions.ci_target = 1.5: must be < 1"),
+        ({"campaign": {}, "shuffle": {**STREAM, "repetitions": {"mx": 10}}},
+         "shuffle.repetitions.mx = 10: unknown key 'mx'; valid keys: ci_target, max, max_seconds, min"),
+        ({"campaign": {"repetitions": "lots"}, "shuffle": STREAM},
+         "campaign.repetitions = 'lots': must be a count >= 1 or {min, max, ci_target, max_seconds}"),
+        ({"campaign": {}, "shuffle": {**STREAM, "repetitions": {"min": 10, "max": 8}}},
+         "shuffle.repetitions = {min: 10, max: 8, ci_target: 0.05}: min 10 is above max 8: need min <= max"),
+        ({"campaign": {"timeout": 60, "repetitions": {"max_seconds": 90}}, "shuffle": STREAM},
+         "campaign.repetitions.max_seconds = 90: must be below campaign.timeout = 60 s, which kills the point first"),
+    ],
+)
+def test_a_bad_adaptive_rule_is_one_line_naming_the_key(config, line):
+    message = one_problem(config)
+    assert line in message and len(message.splitlines()) == 2, message

@@ -35,7 +35,9 @@ def test_the_spec_declares_axes_variant_and_measures(name):
     assert {"bandwidth_Bps", "elapsed_s"} <= set(fam.measure)
     for measure in fam.measures:
         assert measure.unit and measure.better in (HIGHER, LOWER)
-    schema = yaml.safe_load((families.folder(name) / "schema.yaml").read_text())
+    from movebench.config import family_schema  # the family's schema.yaml and the engine's keys and factors
+
+    schema = family_schema(name)
     for axis in fam.axes:
         assert axis.key in schema["properties"], f"axis {axis.name} reads {axis.key}, which the schema lacks"
 
@@ -63,3 +65,12 @@ def test_old_per_family_modules_are_gone():
     package = ROOT / "src" / "movebench"
     assert not any((package / f"{name}.py").exists() for name in NAMES)
     assert not (ROOT / "workflow" / "rules" / "shuffle.smk").exists()
+
+
+def test_implicit_axis_defaults_stay_out_of_the_path():
+    from movebench.spec import point_path
+
+    point = {"pattern": "uni", "nodes": 1, "ranks": 2, "message_size": 4096, "window": 64}
+    assert point_path({**point, "mpi_thread_level": "multiple", "memory_mode": "4k"}) == point_path(point)
+    assert point_path({**point, "mpi_thread_level": "single", "memory_mode": "thp"}).endswith(
+        "window~64/mpi_thread_level~single/memory_mode~thp")

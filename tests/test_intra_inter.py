@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from movebench.families.shuffle.report import derive, intra_inter
+from movebench.families.shuffle.report import derive, intra_inter, placement_labels
 
 MiB = 1 << 20
 
@@ -44,3 +44,18 @@ def test_side_by_side_takes_the_best_window_per_node_count_and_the_ratio_to_one_
 
 def test_one_node_count_has_no_side_by_side():
     assert intra_inter(summary([("uni", 1, 2, MiB, 8, float("nan"), 8e9)])).empty
+
+
+def test_thread_level_and_memory_mode_are_kept_apart():
+    def at(level, mode, variant, bw):
+        return [{**r, "mpi_thread_level": level, "memory_mode": mode} for r in rows(variant, 1, 64, [bw] * 3)]
+
+    table = derive(pd.DataFrame(at("single", "4k", "bidi", 8e9) + at("multiple", "4k", "bidi", 4e9)
+                                + at("single", "4k", "uni", 4e9) + at("multiple", "4k", "uni", 4e9)
+                                + at("multiple", "thp", "bidi", 2e9) + at("multiple", "thp", "uni", 2e9)))
+    uni = table[table["variant"] == "uni"].groupby(["mpi_thread_level", "memory_mode"])["efficiency"].first()
+    # each divided by the bidi peak at its own thread level and memory mode
+    assert uni.to_dict() == pytest.approx({("multiple", "4k"): 1.0, ("multiple", "thp"): 1.0, ("single", "4k"): 0.5})
+    frame = pd.DataFrame({"nodes": [1, 1], "ranks": [2, 2], "mpi_thread_level": ["single", "multiple"],
+                          "memory_mode": ["4k", "4k"]})
+    assert placement_labels(frame) == ["2 ranks, 1 node, single", "2 ranks, 1 node, multiple"]

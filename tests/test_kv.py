@@ -9,7 +9,7 @@ import pytest
 from movebench import config as cc
 from movebench import dragonrun, families, launch
 from movebench.families.kv import FAMILY, keys_per_client
-from movebench.families.kv.kernel import KEY_BYTES, aggregate, make_keys, make_values, mismatches
+from movebench.families.kv.kernel import KEY_BYTES, aggregate, make_keys, make_values, timed_passes, verify
 
 
 def base(**kv):
@@ -38,9 +38,28 @@ def test_keys_are_128_bytes_and_values_differ_per_key():
     assert {len(k) for k in keys} == {KEY_BYTES} and len(set(keys)) == 50
     assert {len(v) for v in values} == {4096} and len(set(values)) == 50
     assert make_keys(3, 1) != make_keys(4, 1)
-    assert mismatches(values, make_values(3, 50, 4096)) == 0
-    assert mismatches(values[::-1], values) == 50
     assert [len(v) for v in make_values(0, 3, 1)] == [1, 1, 1]
+
+
+class CountingDict(dict):
+    """A dict that counts its gets: the timed loop's own work, without Dragon (tests/test_kv_dragon.py runs it)."""
+
+    gets = 0
+
+    def __getitem__(self, key):
+        self.gets += 1
+        return super().__getitem__(key)
+
+
+def test_timed_passes_run_every_pass_and_verify_catches_a_wrong_value():
+    keys, values = make_keys(0, 5), make_values(0, 5, 64)
+    store = CountingDict()
+    assert timed_passes(store, "put", keys, values, 3) > 0
+    assert dict(store) == dict(zip(keys, values, strict=True)) and store.gets == 0
+    assert timed_passes(store, "get", keys, values, 3) > 0 and store.gets == 15
+    assert verify(store, keys, values) == 0 and store.gets == 20
+    store[keys[2]] = values[3]
+    assert verify(store, keys, values) == 1
 
 
 def test_grid_and_launch_command():

@@ -22,7 +22,7 @@ from movebench.dragonrun import named_pids
 pytestmark = [pytest.mark.dragon, pytest.mark.skipif(not Path(sys.executable).with_name("dragon").exists(),
                                                      reason="dragonhpc is not installed beside this Python")]
 
-KEYS, VALUE = 20, 512
+KEYS, VALUE, PASSES = 20, 512, 2
 
 
 def marked_processes(marker: str) -> list[str]:
@@ -43,13 +43,13 @@ def dragon_segments() -> set[str]:
             and not any(Path(f"/proc/{pid}").exists() for pid in named_pids(n))}
 
 
-def launch_point(tmp_path, operation, timeout=120, **extra_settings):
+def launch_point(tmp_path, operation, timeout=120, repetitions=3, **extra_settings):
     """python -m movebench.launch for one kv point; returns (returncode, records, meta, failure, seconds)."""
     marker = f"MOVEBENCH_TEST_RUN={uuid.uuid4().hex}"
     point = {"operation": operation, "nodes": 1, "clients_per_node": 2, "managers_per_node": 1, "value_size": VALUE}
-    settings = {"streams_per_manager": 5, "total_mem": 32 * 2**20, "iterations": 1, "keys_per_client": KEYS,
+    settings = {"streams_per_manager": 5, "total_mem": 32 * 2**20, "iterations": PASSES, "keys_per_client": KEYS,
                 **extra_settings}
-    task = make_task("kv", point, settings, repetitions=3, warmups=1)
+    task = make_task("kv", point, settings, repetitions=repetitions, warmups=1)
     out, meta, failed = tmp_path / "r.jsonl", tmp_path / "m.json", tmp_path / "failed.json"
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), **dict([marker.split("=")]))
     before = dragon_segments()
@@ -68,6 +68,15 @@ def launch_point(tmp_path, operation, timeout=120, **extra_settings):
     return proc, recs, meta_json, failure, seconds
 
 
+def test_an_adaptive_rule_is_told_to_the_clients_round_by_round(tmp_path):
+    proc, recs, meta, _, _ = launch_point(tmp_path, "frozen_get", repetitions={"min": 2, "max": 4, "ci_target": 1e-9})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert [(r["rep"], r["warmup"]) for r in recs] == [(0, True), (0, False), (1, False), (2, False), (3, False)]
+    assert all(r["ok"] and r["verified"] for r in recs)
+    assert {(r["stop_reason"], r["repetitions_run"]) for r in recs} == {("max_repetitions", 4)}
+    assert len(meta["clients"]) == 2 * len(recs) and meta["repetitions"]["max"] == 4
+
+
 @pytest.mark.parametrize("operation", ["put", "batch_put", "get", "frozen_get"])
 def test_every_operation_round_trips_its_values(tmp_path, operation):
     proc, recs, meta, _, _ = launch_point(tmp_path, operation)
@@ -75,7 +84,9 @@ def test_every_operation_round_trips_its_values(tmp_path, operation):
     assert [r["warmup"] for r in recs] == [True, False, False, False]
     for r in recs:
         assert r["ok"] and r["verified"] and r["variant"] == operation and r["clients"] == 2
-        assert r["bytes"] == 2 * KEYS * VALUE and r["ops"] == 2 * KEYS
+        # every record says how many passes its round timed, and counts the bytes of all of them
+        assert r["iterations"] == PASSES and r["keys_per_client"] == KEYS
+        assert r["bytes"] == 2 * KEYS * VALUE * PASSES and r["ops"] == 2 * KEYS * PASSES
         assert r["bandwidth_Bps"] >= r["bandwidth_slowest_Bps"] > 0
         assert r["client_elapsed_max_s"] == r["elapsed_s"] >= r["client_elapsed_min_s"] > 0
     assert len(meta["clients"]) == 2 * len(recs)

@@ -78,6 +78,27 @@ def test_records_tables_and_report_exist(finished):
     assert len(list((finished / "results" / "logs" / "shuffle").rglob("*.log"))) == 3
 
 
+def test_meta_names_the_commit_and_packages_the_campaign_looked_up_once(finished):
+    from movebench.core import envinfo
+
+    metas = [json.loads(p.read_text()) for p in (finished / "results" / "raw" / "shuffle").rglob("*.meta.json")]
+    assert metas and all(m["packages"] == envinfo.package_versions() and m["packages"]["mpi4py"] for m in metas)
+    assert {m["git_commit"] for m in metas} == {envinfo.git_commit()}
+
+
+def test_efficiency_gives_each_familys_fixed_cost_per_point(finished, capsys, monkeypatch):
+    from movebench.cli import main
+
+    monkeypatch.chdir(finished)
+    assert main(["--configfile", "config.yaml", "efficiency"]) == 0
+    printed = capsys.readouterr().out
+    line = next(ln for ln in printed.splitlines() if ln.strip().startswith("shuffle") and "points" in ln)
+    median = float(line.split()[1])
+    walls = [json.loads(p.read_text())["launch_wall_s"]
+             for p in (finished / "results" / "raw" / "shuffle").rglob("*.meta.json")]
+    assert line.rstrip().endswith("3 points") and 0 < median < max(walls)
+
+
 def test_report_numbers_are_the_medians_of_the_records(finished):
     html = (finished / "results" / "report.html").read_text()
     assert "http://" not in html.replace("http://www.w3.org", "") and "https://" not in html

@@ -76,3 +76,24 @@ def test_the_point_is_the_records_identity_verbatim(tmp_path):
     assert all({k: r[k] for k in point} == point for r in recs)
     assert list(recs[0])[:7] == ["family", "variant", *point]  # in the point's own order
     assert meta["point"] == point and meta["settings"]["iterations"] == 5
+
+
+@pytest.mark.parametrize("level, mode", [("single", "thp"), ("multiple", "4k")])
+def test_thread_level_and_memory_mode_are_factors_of_the_point(tmp_path, level, mode):
+    point = {"pattern": "bidi", "nodes": 1, "ranks": 2, "message_size": 4 << 20, "window": 2,
+             "mpi_thread_level": level, "memory_mode": mode}
+    proc, recs, meta = run_kernel(make_task("shuffle", point, {"iterations": 2, "repetition_time": 0.5}), tmp_path)
+    assert all(r["ok"] and r["verified"] and r["mpi_thread_level"] == level and r["memory_mode"] == mode
+               for r in recs)
+    # what MPI granted and what the pages are, as measured in the ranks, not as asked
+    assert meta["mpi_thread_level"] == level and meta["request_mode"] == "persistent"
+    facts = meta["memory"]
+    assert facts["memory_mode"] == mode and facts["page_size"] > 0
+    assert set(facts["buffers"]) == {"send", "recv"}
+    for buffer in facts["buffers"].values():
+        assert buffer["nbytes"] == 4 << 20 and buffer["address_mod_4k"] == 0
+        if mode == "4k":
+            assert buffer["huge_page_bytes"] == 0
+        elif facts["thp_enabled"] in ("always", "madvise"):
+            assert buffer["address_mod_2m"] == 0
+

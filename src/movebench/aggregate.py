@@ -17,6 +17,8 @@ import pandas as pd
 from movebench import families
 from movebench.core import records, stats
 
+#: Why a point stopped measuring (core.adaptive): the same in every record of a point, kept per point in the summary.
+STOP_COLUMNS = ("stop_reason", "ci_half_width_rel", "repetitions_run")
 #: Meta entries that are per-client or per-manager detail: left in the raw meta, not flattened.
 BULKY_META = ("clients", "ddict_stats", "environment", "task", "point")
 
@@ -47,7 +49,8 @@ def load(family: str, paths) -> pd.DataFrame:
 
 
 def summarize(family: str, table: pd.DataFrame) -> pd.DataFrame:
-    """One row per point and measure: n, median, mean, std, min, max, p5, p95, 95% CI of the median."""
+    """One row per point and measure: n, median, mean, std, min, max, p5, p95, 95% CI of the median, and why the
+    point stopped measuring (STOP_COLUMNS; ci_half_width_rel is that of elapsed_s, the value the rule watched)."""
     fam = families.load(family)
     measures = [m.name for m in fam.measures if m.summarize and m.name in table.columns]
     counted = table[~table["warmup"] & table["ok"]]
@@ -56,6 +59,7 @@ def summarize(family: str, table: pd.DataFrame) -> pd.DataFrame:
         first = group.iloc[0]
         ident = {"family": family, "variant": first["variant"], "point": point}
         ident.update({k: first[k] for k in fam.point_keys if k in group.columns})
+        ident.update({k: first[k] for k in STOP_COLUMNS if k in group.columns})
         for measure in measures:
             values = pd.to_numeric(group[measure], errors="coerce").dropna()
             if values.empty:

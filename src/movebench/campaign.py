@@ -24,14 +24,20 @@ from movebench.core import envinfo, records
 
 PACKAGE = Path(__file__).resolve().parent
 #: Shared code every point runs through: its change reruns every point (families add their kernel files).
-RUNNER_SOURCES = ("launch.py", "runner.py", "core/records.py", "core/timing.py")
+# the shared measuring code: the buffers' memory (core/memory.py) and the persistent streams (core/p2p.py) are
+# part of what a figure measures
+RUNNER_SOURCES = ("launch.py", "runner.py", "core/records.py", "core/timing.py", "core/adaptive.py", "core/memory.py",
+                  "core/p2p.py")
 
 
 def job_environment(config: dict) -> dict[str, str]:
     """Variables point jobs inherit from snakemake: this Python's bin first on PATH, the config's hash."""
     here = str(Path(sys.executable).parent)
     path = os.environ.get("PATH", "")
-    env = {"MOVEBENCH_CONFIG_HASH": envinfo.config_hash(config), "MOVEBENCH_CAMPAIGN": config["campaign"]["name"]}
+    env = {"MOVEBENCH_CONFIG_HASH": envinfo.config_hash(config), "MOVEBENCH_CAMPAIGN": config["campaign"]["name"],
+           # looked up once here rather than in every point (0.1-0.2 s each: docs/kernels.md, fixed cost)
+           "MOVEBENCH_GIT_COMMIT": envinfo.git_commit() or "",
+           "MOVEBENCH_PACKAGES": json.dumps(envinfo.package_versions())}
     if path.split(os.pathsep)[0] != here:
         env["PATH"] = os.pathsep.join([here, path]) if path else here
     return env

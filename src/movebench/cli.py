@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -142,27 +143,42 @@ def plan(args) -> int:
 
 
 def efficiency(args) -> int:
-    """Share of the last `run`'s wall time spent inside the kernels' timed regions."""
+    """Share of the last `run`'s wall time inside the kernels' timed regions, and each family's fixed cost per
+    point: a point's wall time from launch to its end (launch_wall_s in its meta) less its timed seconds."""
     config = _load(args.configfile)
     results = Path(config["campaign"]["results_dir"])
     run_info = json.loads((results / "campaign_run.json").read_text())
     timed = counted = 0.0
-    per_family = {}
+    per_family: dict[str, float] = {}
+    fixed: dict[str, list[float]] = {}
     for path in (results / "raw").rglob("*.jsonl"):
         family = path.relative_to(results / "raw").parts[0]
+        point_timed = 0.0
         for line in path.read_text().splitlines():
             rec = json.loads(line)
             seconds = rec.get("timed_s") or rec.get("elapsed_s") or 0.0
-            timed += seconds
-            per_family[family] = per_family.get(family, 0.0) + seconds
+            point_timed += seconds
             if not rec.get("warmup"):
                 counted += seconds
+        timed += point_timed
+        per_family[family] = per_family.get(family, 0.0) + point_timed
+        meta_path = path.with_name(path.name[: -len(".jsonl")] + ".meta.json")
+        try:
+            wall = json.loads(meta_path.read_text()).get("launch_wall_s")
+        except (OSError, json.JSONDecodeError):
+            wall = None
+        if wall is not None:
+            fixed.setdefault(family, []).append(wall - point_timed)
     wall = run_info["wall_s"]
     print(f"campaign wall time            {wall:8.1f} s")
     print(f"inside timed regions          {timed:8.1f} s  ({100 * timed / wall:.1f}% of wall, warm-ups included)")
     print(f"  of which counted reps       {counted:8.1f} s  ({100 * counted / wall:.1f}% of wall)")
     for family, seconds in sorted(per_family.items()):
         print(f"  {family:28s}{seconds:8.1f} s")
+    print("fixed cost per point (launch to end, less the timed seconds): median [min-max] over points")
+    for family, costs in sorted(fixed.items()):
+        costs.sort()
+        print(f"  {family:28s}{statistics.median(costs):8.2f} s  [{costs[0]:.2f}-{costs[-1]:.2f}], {len(costs)} points")
     return 0
 
 

@@ -18,17 +18,34 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from movebench import families
+from movebench import families, spec
 
 CAMPAIGN = "campaign"
 # Keys every family section has besides its own; the engine applies them (campaign values as defaults).
 ENGINE_KEYS = {
     "enabled": {"type": "boolean", "default": True, "description": "Run this family's points."},
-    "repetitions": {"type": "integer", "minimum": 1,
-                    "description": "Measured repetitions per point; campaign.repetitions when absent."},
+    # campaign.repetitions' schema (a count or an adaptive rule) without its default, filled in by family_schema.
+    "repetitions": {"description": "Measured repetitions per point, a count or an adaptive rule; "
+                                   "campaign.repetitions when absent."},
     "warmups": {"type": "integer", "minimum": 0,
                 "description": "Warm-up repetitions per point (flagged, left out of statistics); "
                                "campaign.warmups when absent."},
+}
+
+#: The config keys of the factors the engine defines (movebench.spec.MPI_THREAD_LEVEL, MEMORY_MODE), in the
+#: block of every family whose axes include them.
+FACTOR_KEYS = {
+    "mpi_thread_levels": {
+        "type": "array", "minItems": 1, "default": ["multiple"], "items": {"enum": list(spec.THREAD_LEVELS)},
+        "description": "MPI thread level the ranks ask of MPI_Init_thread (MPI4PY_RC_THREAD_LEVEL), swept like any "
+                       "key. multiple (mpi4py's default) stays usable when ranks outnumber free cores; single lowers "
+                       "small-message latency at ranks <= cores and busy-polls to a crawl beyond (docs/kernels.md)."},
+    "memory_modes": {
+        "type": "array", "minItems": 1, "default": ["4k"], "items": {"enum": list(spec.MEMORY_MODES)},
+        "description": "Pages behind the buffers the kernel times, swept like any key: 4k base pages whatever the "
+                       "system's THP setting (what OSU's C buffers get), thp transparent huge pages on a 2 MiB "
+                       "boundary. Moves 1-4 MiB messages by up to 3x here (docs/kernels.md); meta records what each "
+                       "buffer got."},
 }
 
 
@@ -76,10 +93,18 @@ def schema_dir_default() -> Path:
     return Path(__file__).resolve().parents[2] / "workflow" / "schemas"
 
 
-def family_schema(name: str) -> dict:
+def family_schema(name: str, schema_dir: Path | None = None) -> dict:
     """A family's config block (its package's schema.yaml) with the keys every family has."""
     block = yaml.safe_load((families.folder(name) / "schema.yaml").read_text())
-    block.setdefault("properties", {}).update(copy.deepcopy(ENGINE_KEYS))
+    engine = copy.deepcopy(ENGINE_KEYS)
+    campaign = yaml.safe_load((Path(schema_dir or schema_dir_default()) / "config.schema.yaml").read_text())
+    repetitions = copy.deepcopy(campaign["properties"][CAMPAIGN]["properties"]["repetitions"])
+    repetitions.pop("default", None)
+    engine["repetitions"] = {**repetitions, **engine["repetitions"]}
+    block.setdefault("properties", {}).update(engine)
+    for axis in families.load(name).axes:
+        if axis.key in FACTOR_KEYS:
+            block["properties"][axis.key] = copy.deepcopy(FACTOR_KEYS[axis.key])
     return block
 
 
@@ -87,7 +112,7 @@ def full_schema(schema_dir: Path) -> dict:
     """The campaign schema with one property per family."""
     schema = yaml.safe_load((schema_dir / "config.schema.yaml").read_text())
     for name in families.names():
-        schema["properties"][name] = family_schema(name)
+        schema["properties"][name] = family_schema(name, schema_dir)
     return schema
 
 
@@ -125,6 +150,8 @@ def _hint(error) -> str:
         return f"must be > {s['exclusiveMinimum']}"
     if v == "maximum":
         return f"must be <= {s['maximum']}"
+    if v == "exclusiveMaximum":
+        return f"must be < {s['exclusiveMaximum']}"
     if v == "required":
         return error.message
     if v in ("oneOf", "anyOf"):
@@ -135,10 +162,21 @@ def _hint(error) -> str:
     return error.message
 
 
+def _specific(error):
+    """For a mapping that fails every branch of a oneOf: the error of the mapping's branch, which names the key
+    (`repetitions: {min: 0}` is `repetitions.min = 0: must be >= 1`, not "must be a count or a rule")."""
+    if error.validator not in ("oneOf", "anyOf") or not error.context or not isinstance(error.instance, dict):
+        return error
+    wrong_type = {e.schema_path[0] for e in error.context if e.validator == "type" and not e.relative_path}
+    inner = [e for e in error.context if e.schema_path[0] not in wrong_type]
+    return _specific(inner[0]) if inner else error
+
+
 def _schema_problems(config: dict, schema: dict):
     validator = _with_defaults(jsonschema.Draft202012Validator)(schema)
     problems = []
-    for error in sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path))):
+    errors = [_specific(e) for e in validator.iter_errors(config)]
+    for error in sorted(errors, key=lambda e: list(map(str, e.absolute_path))):
         parts = list(error.absolute_path)
         value = error.instance
         if error.validator == "additionalProperties":
@@ -225,7 +263,7 @@ def _renamed_problems(config: dict) -> list:
         section = config.get(name)
         if not isinstance(section, dict):
             continue
-        for old, hint in families.load(name).renamed.items():
+        for old, hint in families.load(name).renamed_keys.items():
             if old in section:
                 problems.append((f"{name}.{old}", section.pop(old), hint))
     return problems
@@ -294,6 +332,23 @@ def results_dir_problems(campaign: dict) -> list:
         what = "is" if probe == path else f"is inside {probe}, which is"
         return [(key, value, f"{what} an existing file, not a folder")]
     return []
+
+
+def repetitions_problems(config: dict, names) -> list:
+    """Adaptive rules the schema lets through but no point can follow: min above max, a budget the timeout cuts."""
+    timeout = config[CAMPAIGN]["timeout"]
+    problems = []
+    for where in (CAMPAIGN, *names):
+        rule = config[where].get("repetitions")
+        if not isinstance(rule, dict):
+            continue
+        if rule["min"] > rule["max"]:
+            problems.append((f"{where}.repetitions", rule, f"min {rule['min']} is above max {rule['max']}: "
+                             "need min <= max"))
+        if rule.get("max_seconds") is not None and rule["max_seconds"] >= timeout:
+            problems.append((f"{where}.repetitions.max_seconds", rule["max_seconds"],
+                             f"must be below campaign.timeout = {timeout:g} s, which kills the point first"))
+    return problems
 
 
 def _axis_values(fam, section) -> dict[str, list]:
@@ -386,6 +441,7 @@ def validate(config: dict, schema_dir: Path | None = None, warn=None) -> dict:
                              f"(families: {', '.join(families.names())})"))
         # A family's own checks assume its section passed the schema; others still get checked.
         healthy = [name for name in named if name not in broken]
+        problems += repetitions_problems(config, healthy)
         size_problems, too_big = grid_size_problems(config, healthy)
         problems += size_problems
         for name in healthy:

@@ -34,6 +34,20 @@ def _failures(name: str, section: dict) -> list[dict]:
     return out
 
 
+def _limited(name: str, section: dict) -> list[dict]:
+    """Adaptive points that ran out of repetitions or seconds before their CI target."""
+    hit = section.get("limited") or []
+    if not hit:
+        return []
+    widths = [h for h in hit if h["ci_half_width_rel"] is not None]
+    widest = max(widths, key=lambda h: h["ci_half_width_rel"]) if widths else hit[0]
+    width = f" at ±{widest['ci_half_width_rel']:.1%} of the median" if widest["ci_half_width_rel"] is not None else ""
+    n = len(hit)
+    return [{"level": "warn", "link": f"#{name}-limited",
+             "text": f"{name}: {n} point{'s' if n > 1 else ''} stopped on a limit before the CI target "
+                     f"({', '.join(sorted({h['stop_reason'] for h in hit}))}), the widest {widest['point']}{width}"}]
+
+
 def _above_bound(name: str, summary) -> list[dict]:
     from movebench import bounds
     from movebench.core.units import sig
@@ -91,6 +105,7 @@ def build(sections: dict, comparison: dict | None, published: dict) -> list[dict
     items = []
     for name, section in sections.items():
         items += _failures(name, section)
+        items += _limited(name, section)
         items += _above_bound(name, section["summary"])
     items += _comparison(comparison)
     items += _references(published)

@@ -69,6 +69,16 @@ def kernel_command(task: dict, task_path, launcher: str = "mpiexec") -> list[str
     return fam.launch_command(python, task)
 
 
+def kernel_env(task: dict, env: dict) -> dict:
+    """`env` with what the point asks of the MPI library before it starts: its thread level, which mpi4py
+    reads at import (MPI4PY_RC_THREAD_LEVEL), so that a kernel needs no code for it."""
+    env = dict(env)
+    level = task["point"].get("mpi_thread_level")
+    if level:
+        env["MPI4PY_RC_THREAD_LEVEL"] = level
+    return env
+
+
 def write_task(task: dict, path, out, meta) -> dict:
     """The kernel's task file: the point's task and where the kernel writes its records and meta."""
     kernel_task = {**task, "out": str(out), "meta": str(meta)}
@@ -89,7 +99,7 @@ def run_kernel(task: dict, folder, launcher: str = "mpiexec", timeout: float = 6
         old.unlink(missing_ok=True)
     argv = kernel_command(write_task(task, task_path, out, meta), task_path, launcher)
     mpi = families.load(task["family"]).launcher == "mpi"
-    env = dict(os.environ if env is None else env)
+    env = kernel_env(task, os.environ if env is None else env)
     if mpi:
         env.update(probe_env(env))
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
@@ -103,7 +113,7 @@ def run_kernel(task: dict, folder, launcher: str = "mpiexec", timeout: float = 6
     return proc, recs, kernel_meta
 
 
-def make_task(family: str, point: dict, settings: dict, repetitions: int = 5, warmups: int = 2) -> dict:
+def make_task(family: str, point: dict, settings: dict, repetitions: int | dict = 5, warmups: int = 2) -> dict:
     """A point's task as the workflow builds it (movebench.config.tasks), for a point given by hand."""
     fam = families.load(family)
     ranks, nodes = fam.placement(point)
@@ -380,7 +390,7 @@ def _run_point(args, signals: _Signals) -> int:
         running.enter({"campaign": args.campaign, "family": family, "point": where, "results": str(out.parent)})
         started = time.time()
         reason, rc, watch = None, None, None
-        env = os.environ.copy()
+        env = kernel_env(task, os.environ)
         # Under Snakemake's slurm executor the job step hid the allocation's nodes: dragon and Hydra need them.
         env.update(cluster.allocation_env(env))
         mpi = families.load(family).launcher == "mpi"

@@ -168,10 +168,31 @@ def overlaps(points: pd.DataFrame) -> list[dict]:
     return found
 
 
+def limited(table: pd.DataFrame, points: pd.DataFrame) -> list[dict]:
+    """Points whose adaptive repetitions stopped on a limit (max repetitions or seconds) before their median's
+    95% CI was as narrow as asked: point, reason, counted repetitions, the CI half-width reached and the target."""
+    from movebench.core.adaptive import LIMITS
+
+    if table.empty or "stop_reason" not in table.columns:
+        return []
+    hit = table[table["stop_reason"].isin(LIMITS)].drop_duplicates("point").sort_values("point")
+    targets = {}
+    if len(points) and "repetitions.ci_target" in points.columns:
+        targets = dict(zip(points["point"], points["repetitions.ci_target"], strict=True))
+    out = []
+    for r in hit.itertuples():
+        width, target = r.ci_half_width_rel, targets.get(r.point)
+        out.append({"point": r.point, "stop_reason": r.stop_reason, "repetitions_run": int(r.repetitions_run),
+                    "ci_half_width_rel": None if pd.isna(width) else float(width),
+                    "ci_target": None if target is None or pd.isna(target) else float(target)})
+    return out
+
+
 def _section(points: pd.DataFrame, table: pd.DataFrame, summary: pd.DataFrame) -> dict:
     status = points["status"] if len(points) else pd.Series(dtype=str)
     failed = points[status == "failed"]
     return {
+        "limited": limited(table, points),
         "overlapped": overlaps(points) if len(points) else [],
         "points": points["point"].tolist() if len(points) else [],
         "ok": points.loc[status == "ok", "point"].tolist() if len(points) else [],
@@ -364,6 +385,7 @@ def render_html(config: dict, sections: dict, partial: bool = False) -> str:
             "failed": section["failed"],
             "missing": section["missing"],
             "overlapped": section["overlapped"],
+            "limited": section["limited"],
         }
     return env.get_template("report.html.j2").render(
         overview=overview(config, sections), families=family_html, partial=partial, escape=html.escape,

@@ -6,6 +6,12 @@ path as the only argument, e.g. `mpiexec -n 2 python -m movebench.families.shuff
 The point goes into every record verbatim: it is the record's identity. Rank 0 writes the records
 and meta to the task's paths; launch renames them into place only when the whole job succeeded,
 so a half-run point never looks finished.
+
+`repetitions` is a count or an adaptive rule (core.adaptive): `run_mpi` measures until the rule
+stops, rank 0's decision broadcast so that every rank stops after the same repetition, and every
+record carries why the point stopped (`stop_reason`: fixed, ci_target, max_repetitions,
+max_seconds, failed), the median's relative 95% CI half-width over the counted elapsed times
+(`ci_half_width_rel`) and how many counted repetitions ran (`repetitions_run`).
 """
 
 from __future__ import annotations
@@ -16,8 +22,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from movebench.core import envinfo, records
-from movebench.core.timing import Repetitions
+from movebench.core import records
+from movebench.core.adaptive import AdaptiveRepetitions, RepetitionPolicy
 
 
 @dataclass
@@ -26,7 +32,7 @@ class Task:
     variant: str
     point: dict
     settings: dict = field(default_factory=dict)
-    repetitions: int = 5
+    repetitions: int | dict = 5
     warmups: int = 2
     out: str = ""
     meta: str = ""
@@ -35,6 +41,16 @@ class Task:
     def from_dict(cls, data: dict) -> Task:
         known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
         return cls(**known)
+
+    @property
+    def policy(self) -> RepetitionPolicy:
+        return RepetitionPolicy.from_config(self.repetitions)
+
+
+def counted_value(rec: dict) -> float | None:
+    """What a counted repetition tells the stop rule: its elapsed time, None when it failed or measured nothing."""
+    elapsed = rec.get("elapsed_s")
+    return elapsed if rec.get("ok", True) and elapsed is not None else None
 
 
 def load_task(argv=None) -> Task:
@@ -56,14 +72,23 @@ def run_mpi(comm, task: Task, measure, extra_meta=None) -> list[dict]:
     from movebench.core.mpi import mpi_meta
 
     started = time.time()
+    policy = task.policy
+    # A count stops every rank after the same repetition by itself; an adaptive rule reads each rank's
+    # clock, so rank 0 decides for all (one small bcast after each counted repetition, untimed).
+    agree = None if policy.fixed else (lambda d: comm.bcast(d, root=0))
+    reps = AdaptiveRepetitions(policy, task.warmups, agree=agree)
     recs = []
-    for rep, warmup in Repetitions(task.repetitions, task.warmups):
+    for rep, warmup in reps:
         elapsed, nbytes, extras = measure(rep, warmup)
         recs.append(records.record(task.family, task.variant, task.point, rep, warmup, elapsed_s=elapsed,
                                    nbytes=nbytes, **extras))
+        if not warmup:
+            reps.add(counted_value(recs[-1]))
+    for rec in recs:
+        rec.update(reps.decision.record_fields())
     placement = mpi_meta(comm)
     if comm.rank == 0:
-        write(task, recs, kernel_start=started, **placement, **(extra_meta or {}))
+        write(task, recs, kernel_start=started, repetitions=task.repetitions, **placement, **(extra_meta or {}))
     return recs
 
 
@@ -72,6 +97,8 @@ def write(task: Task, recs: list[dict], **meta) -> None:
 
     A full disk ends the kernel with one line (launch adds the folder's free space), not a traceback.
     """
+    from movebench.core import envinfo  # rank 0 only: the other ranks never pay its imports
+
     try:
         records.write_jsonl(task.out, recs)
         if task.meta:

@@ -126,6 +126,13 @@ class Family:
         return tuple(axis.name for axis in self.axes)
 
     @property
+    def renamed_keys(self) -> dict[str, str]:
+        """`renamed`, and the singular of each factor's key (the issue and the meta spell them singular)."""
+        factors = {axis.name: f"the key is plural: {self.name}.{axis.key}, a list swept like any axis, e.g. "
+                   f"[{IMPLICIT[axis.name]}]" for axis in self.axes if axis.name in IMPLICIT}
+        return {**factors, **self.renamed}
+
+    @property
     def measure(self) -> dict[str, Measure]:
         return {m.name: m for m in self.measures}
 
@@ -203,9 +210,21 @@ class Family:
         raise NotImplementedError(f"family {self.name} has launcher {self.launcher!r} but no launch_command")
 
 
+#: MPI's thread level and the pages behind the kernel's buffers: factors of every MPI family that
+#: measures messages (docs/kernels.md, sections 4 and 5), swept like any axis.
+THREAD_LEVELS = ("single", "funneled", "serialized", "multiple")
+MEMORY_MODES = ("4k", "thp")
+MPI_THREAD_LEVEL = Axis("mpi_thread_level", "mpi_thread_levels")
+MEMORY_MODE = Axis("memory_mode", "memory_modes")
+#: Axis values a path leaves out: the defaults of axes added after campaigns had been run, so that a
+#: point keeps its path (and its finished records) when its family gains the axis. The point itself,
+#: and so every record, still holds the value.
+IMPLICIT = {"mpi_thread_level": "multiple", "memory_mode": "4k"}
+
+
 def point_path(point: dict) -> str:
-    """Paramspace-style path of a point: key~value segments in axis order."""
-    return "/".join(f"{k}~{_fmt(v)}" for k, v in point.items())
+    """Paramspace-style path of a point: key~value segments in axis order, implicit defaults left out."""
+    return "/".join(f"{k}~{_fmt(v)}" for k, v in point.items() if IMPLICIT.get(k, ...) != v)
 
 
 def _fmt(value) -> str:

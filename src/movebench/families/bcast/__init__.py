@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from movebench.spec import BANDWIDTH, ELAPSED, LOWER, Axis, Family, Measure, Setting
+from movebench.spec import BANDWIDTH, ELAPSED, LOWER, MEMORY_MODE, MPI_THREAD_LEVEL, Axis, Family, Measure, Setting
 
 ITEM_BYTES = {"float64": 8, "float32": 4, "int64": 8, "int32": 4}
 # One rank's RSS before any data: interpreter, numpy, scipy, mpi4py, MPICH. 66 MiB measured
@@ -65,6 +65,8 @@ class Bcast(Family):
         Axis("shape", "shapes", lambda shapes: [shape_text(s) for s in shapes]),
         Axis("density", "densities", lambda values: [float(v) for v in values], when=_is_sparse),
         Axis("dtype", "dtypes"),
+        MPI_THREAD_LEVEL,
+        MEMORY_MODE,
     )
     settings = (Setting("seed"),)
     measures = (

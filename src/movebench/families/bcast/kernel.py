@@ -29,33 +29,58 @@ density and dtype from rank 0 to all ranks. The methods:
   (200 MB, MPICH 5.0.2, medians of 5): Fence 0.16 s, Lock/Unlock 0.18 s,
   Lock_all/Flush 0.12 s at 2 ranks; 1.6, 1.2 and 1.7 s at 4 ranks: alike
   within the 20-50% noise, so the simpler collective form was kept.
+- osu: the pure transfer, timed as OSU's osu_bcast (OMB 5.3.2, mpi/collective/osu_bcast.c):
+  the shape is known to every rank from the point's setup (no metadata while timed), the
+  receivers' buffers are preallocated, and one repetition is `skip + iterations` back-to-back
+  rounds of `Bcast` of every buffer (dense: the array; CSR: data, indices, indptr), each round
+  timed alone on every rank (`MPI.Wtime` before and after) and followed by an untimed `Barrier`.
+  OSU's counts: iterations 1000, skip 200 for payloads up to 8 KiB; 100 and 10 above.
+  `buffer` minus `osu` is what the study's in-place method pays for metadata, the object and
+  its barrier-aligned single-shot timing.
 
 Receivers of sparse arrays end each repetition holding a `scipy.sparse.csr_array`
 (in-place methods wrap their reused buffers without copying), as pickle's do.
 
 Measures per repetition:
-- time: every rank waits at a barrier, then times its own part with `MPI.Wtime`;
-  `elapsed_s` is the largest of these (the last rank's finish, from the
-  barrier-aligned start). It includes the metadata exchange and, for pickle and
-  pkl5, the pickling and unpickling (that is what those methods cost).
+- time, every method but osu: every rank waits at a barrier, then times its own
+  part with `MPI.Wtime`; `elapsed_s` is the largest of these (the last rank's
+  finish, from the barrier-aligned start). It includes the metadata exchange and,
+  for pickle and pkl5, the pickling and unpickling (that is what those methods cost).
+- time, osu: osu_bcast's average latency. With t(r, i) rank r's time of timed
+  round i, R ranks and N = iterations:
+      elapsed_s = (1 / R) * sum_r [ (1 / N) * sum_i t(r, i) ]
+  the average over ranks of each rank's mean (osu_bcast prints this as "Avg
+  Latency"); `iterations` and `skip` are in every record.
 - bytes = payload bytes x (ranks - 1), payload = the array's bytes (dense) or
-  data + indices + indptr bytes (CSR); bandwidth = bytes / elapsed_s.
-- memory, per rank, then the largest over the receivers (`root_*`: the root's):
+  data + indices + indptr bytes (CSR); bandwidth = bytes / elapsed_s, for osu as
+  for every method (so osu's bandwidth is per call of the mean latency).
+- buffers: every buffer a timed broadcast reads or writes in place (the root's
+  source, the in-place methods' receive buffers) comes from
+  `movebench.core.memory.allocate` in the point's `memory_mode` (4k by default;
+  the root's generated array is copied in once), and the meta's `memory` says
+  what pages they got. pickle and pkl5 receive into new objects by definition.
+- memory is never measured in a timed broadcast: timed broadcasts run with
+  tracemalloc stopped and without an RSS high-water reset. After each timed
+  repetition (and its verification) every rank runs one more broadcast of the
+  same method, untimed, with the probes on (for osu: one round of `Bcast`s),
+  and the repetition's record carries that probe broadcast's memory:
+  per rank, then the largest over the receivers (`root_*`: the root's):
   `tracemalloc_peak_bytes`: the peak of memory allocated through Python's
-  allocators during the repetition (numpy reports its array data to
-  tracemalloc; pickle streams and bytearrays are Python objects) above the level
-  at the repetition's start. It leaves out receive buffers allocated before the
+  allocators during the probe broadcast (numpy reports its array data to
+  tracemalloc; pickle streams and bytearrays are Python objects), tracing
+  started just before it. It leaves out receive buffers allocated before the
   repetition and MPI's own C allocations: the study's "allocated" figure.
-  `rss_hwm_delta_bytes`: the resident-set high-water mark during the repetition
-  (VmHWM of /proc/self/status, reset to the current RSS by writing 5 to
-  /proc/self/clear_refs before each repetition) minus the rank's RSS before any
-  of the point's arrays existed on it (the root: after generating its source).
+  `rss_hwm_delta_bytes`: the resident-set high-water mark during the probe
+  broadcast (VmHWM of /proc/self/status, reset to the current RSS by writing 5
+  to /proc/self/clear_refs just before it) minus the rank's RSS before any
+  of the point's arrays existed on it (the root: after placing its source).
   It counts every resident page the broadcast costs a rank, reused receive
   buffers included, and MPI's buffers too. The report shows this one as the
   peak extra memory.
-- verification, after the timed region: every receiver's CRC-32 of its received
-  buffers (and shape, dtype, nnz) must equal the root's; a mismatch makes the
-  repetition `ok = false` with the failing ranks named.
+- verification, after the timed region: the in-place methods' receive buffers
+  are zeroed before each timed repetition (untimed), and every receiver's CRC-32
+  of its received buffers (and shape, dtype, nnz) must equal the root's after it;
+  a mismatch makes the repetition `ok = false` with the failing ranks named.
 
 Where this differs from the reference study (Dagger.jl, 16 ranks): the time is
 the slowest rank's from a common barrier, not the root's; memory is measured per
@@ -70,10 +95,19 @@ from pathlib import Path
 
 import numpy as np
 
-METHODS = ("pickle", "buffer", "pkl5", "p2p", "rma")
-IN_PLACE = ("buffer", "p2p", "rma")
+from movebench.core import memory
+
+METHODS = ("pickle", "buffer", "pkl5", "p2p", "rma", "osu")
+IN_PLACE = ("buffer", "p2p", "rma", "osu")
 ROOT = 0
 _TAG_META, _TAG_DATA = 200, 201
+# osu_bcast's (osu_coll.h): payloads above LARGE_MESSAGE_SIZE get the large-message counts.
+OSU_LARGE_MESSAGE_SIZE = 8192
+
+
+def osu_counts(payload: int) -> tuple[int, int]:
+    """(timed iterations, skipped iterations) of osu_bcast for a payload of this many bytes."""
+    return (100, 10) if payload > OSU_LARGE_MESSAGE_SIZE else (1000, 200)
 
 
 def parse_shape(text) -> tuple[int, ...]:
@@ -133,19 +167,27 @@ def metadata_of(obj) -> dict:
     }
 
 
-def allocate(meta: dict) -> list[np.ndarray]:
-    """Receive buffers for `meta`, written once so that no page is first touched while timed."""
+def allocate(meta: dict, mode: str = "4k") -> list[np.ndarray]:
+    """Receive buffers for `meta` in memory of `mode` (core.memory.allocate), every page touched once."""
     if meta["kind"] == "dense":
-        arrays = [np.empty(meta["shape"], dtype=meta["dtype"])]
-    else:
-        arrays = [
-            np.empty(meta["nnz"], dtype=meta["dtype"]),
-            np.empty(meta["nnz"], dtype=meta["index_dtype"]),
-            np.empty(meta["shape"][0] + 1, dtype=meta["index_dtype"]),
-        ]
-    for array in arrays:
-        array.fill(0)
-    return arrays
+        return [memory.allocate(meta["shape"], meta["dtype"], mode)]
+    return [
+        memory.allocate(meta["nnz"], meta["dtype"], mode),
+        memory.allocate(meta["nnz"], meta["index_dtype"], mode),
+        memory.allocate(meta["shape"][0] + 1, meta["index_dtype"], mode),
+    ]
+
+
+def place(obj, mode: str = "4k"):
+    """The root's object with its buffers copied once into memory of `mode`, as the receivers' are."""
+    if isinstance(obj, np.ndarray):
+        placed = memory.allocate(obj.shape, obj.dtype, mode)
+        placed[...] = obj
+        return placed
+    import scipy.sparse
+
+    arrays = tuple(place(array, mode) for array in buffers_of(obj))
+    return scipy.sparse.csr_array(arrays, shape=obj.shape, copy=False)
 
 
 def assemble(meta: dict, arrays: list[np.ndarray]):
@@ -167,12 +209,12 @@ def checksum(obj) -> int:
 class ReceiveBuffers:
     """An in-place receiver's arrays: allocated for the first metadata seen, reused while it stays the same."""
 
-    def __init__(self):
-        self.meta, self.arrays = None, None
+    def __init__(self, mode: str = "4k"):
+        self.mode, self.meta, self.arrays = mode, None, None
 
     def for_meta(self, meta: dict) -> list[np.ndarray]:
         if meta != self.meta:
-            self.meta, self.arrays = meta, allocate(meta)
+            self.meta, self.arrays = meta, allocate(meta, self.mode)
         return self.arrays
 
 
@@ -227,11 +269,42 @@ def bcast_rma(comm, source, state):
     return source if comm.rank == ROOT else assemble(meta, arrays)
 
 
-BROADCASTS = {"pickle": bcast_pickle, "buffer": bcast_buffer, "pkl5": bcast_pkl5, "p2p": bcast_p2p, "rma": bcast_rma}
+def bcast_preallocated(comm, source, state):
+    """osu's transfer once, untimed (its memory probe): each buffer by `Bcast`, the shape known from setup."""
+    arrays = buffers_of(source) if comm.rank == ROOT else state["receive"].arrays
+    for array in arrays:
+        comm.Bcast(array, root=ROOT)
+    return source if comm.rank == ROOT else assemble(state["receive"].meta, arrays)
 
 
-def setup(comm, method: str, source) -> dict:
-    """What a method keeps across repetitions: receive buffers, windows, the pkl5 communicator."""
+def bcast_osu(comm, arrays, iterations: int, skip: int) -> float:
+    """osu_bcast's loop; returns the average over ranks of each rank's mean time of a round, on every rank.
+
+    A round is one `Bcast` of each of `arrays` (the root's buffers, or the receiver's preallocated
+    ones), timed alone on every rank and followed by an untimed `Barrier`; the first `skip` rounds
+    are not counted: elapsed = (1 / ranks) * sum over ranks of (sum of the rank's timed rounds / iterations).
+    """
+    from mpi4py import MPI
+
+    bcast_, barrier, wtime = comm.Bcast, comm.Barrier, MPI.Wtime
+    timer = 0.0
+    for i in range(skip + iterations):
+        start = wtime()
+        for array in arrays:
+            bcast_(array, ROOT)
+        stop = wtime()
+        if i >= skip:
+            timer += stop - start
+        barrier()
+    return comm.allreduce(timer / iterations, op=MPI.SUM) / comm.size
+
+
+BROADCASTS = {"pickle": bcast_pickle, "buffer": bcast_buffer, "pkl5": bcast_pkl5, "p2p": bcast_p2p, "rma": bcast_rma,
+              "osu": bcast_preallocated}
+
+
+def setup(comm, method: str, source, memory_mode: str = "4k") -> dict:
+    """What a method keeps across repetitions: receive buffers, windows, the pkl5 communicator, osu's counts."""
     from mpi4py import MPI
     from mpi4py.util import pkl5
 
@@ -239,10 +312,13 @@ def setup(comm, method: str, source) -> dict:
     if method == "pkl5":
         state["pkl5"] = pkl5.Intracomm(comm)
     if method in IN_PLACE and comm.rank != ROOT:
-        state["receive"] = ReceiveBuffers()
+        state["receive"] = ReceiveBuffers(memory_mode)
     meta = comm.bcast(metadata_of(source) if comm.rank == ROOT else None, root=ROOT)
     if "receive" in state:
         state["receive"].for_meta(meta)
+    if method == "osu":
+        payload = comm.bcast(sum(a.nbytes for a in buffers_of(source)) if comm.rank == ROOT else None, root=ROOT)
+        state["osu_counts"] = osu_counts(payload)
     if method == "rma":
         comm.Barrier()
         start = MPI.Wtime()
@@ -276,28 +352,55 @@ def rss_peak_bytes() -> int:
 # --- one repetition ---
 
 
-def broadcast_once(comm, method, source, state, expected, rss_baseline, corrupt=False):
-    """Time one broadcast, then measure and verify it; returns (elapsed_s, bytes, extras) on every rank."""
-    import tracemalloc
-
+def timed_broadcast(comm, method, source, state):
+    """One timed repetition, probes off; returns (elapsed_s on every rank, this rank's received object)."""
     from mpi4py import MPI
 
-    reset_rss_peak()
-    tracemalloc.reset_peak()
-    traced_start = tracemalloc.get_traced_memory()[0]
+    if "receive" in state:
+        for array in state["receive"].arrays:
+            array.fill(0)  # so that verification sees this repetition's delivery, not an earlier one's
     comm.Barrier()
+    if method == "osu":
+        arrays = buffers_of(source) if comm.rank == ROOT else state["receive"].arrays
+        elapsed = bcast_osu(comm, arrays, *state["osu_counts"])
+        return elapsed, source if comm.rank == ROOT else assemble(state["receive"].meta, arrays)
     start = MPI.Wtime()
     received = BROADCASTS[method](comm, source, state)
     mine = MPI.Wtime() - start
-    traced_peak = tracemalloc.get_traced_memory()[1] - traced_start
+    return comm.allreduce(mine, op=MPI.MAX), received
+
+
+def probe_broadcast(comm, method, source, state, rss_baseline) -> tuple[int, int]:
+    """One untimed broadcast with the memory probes on; returns this rank's (tracemalloc peak, RSS HWM delta).
+
+    Tracing is started here and stopped after, so that no timed broadcast runs under tracemalloc
+    (it slows every Python allocation: 0.8x at 8 bytes, docs/kernels.md section 3).
+    """
+    import tracemalloc
+
+    tracemalloc.start()
+    reset_rss_peak()
+    received = BROADCASTS[method](comm, source, state)
+    traced_peak = tracemalloc.get_traced_memory()[1]
     rss_delta = rss_peak_bytes() - rss_baseline
-    elapsed = comm.allreduce(mine, op=MPI.MAX)
+    del received
+    tracemalloc.stop()
+    return traced_peak, rss_delta
+
+
+def broadcast_once(comm, method, source, state, expected, rss_baseline, corrupt=False):
+    """Time one broadcast, verify it, then measure memory in a probe broadcast.
+
+    Returns (elapsed_s, bytes, extras), the same on every rank.
+    """
+    elapsed, received = timed_broadcast(comm, method, source, state)
     error = None
     if comm.rank != ROOT:
         if corrupt and comm.rank == comm.size - 1:
             flip_one_byte(received)
         error = verify(received, expected)
     del received
+    traced_peak, rss_delta = probe_broadcast(comm, method, source, state, rss_baseline)
     per_rank = comm.allgather((traced_peak, rss_delta, error))
     receivers = [row for rank, row in enumerate(per_rank) if rank != ROOT]
     errors = [f"rank {rank}: {row[2]}" for rank, row in enumerate(per_rank) if row[2]]
@@ -312,6 +415,8 @@ def broadcast_once(comm, method, source, state, expected, rss_baseline, corrupt=
         "window_setup_s": state["window_setup_s"],
         "verified": not errors,
     }
+    if method == "osu":
+        extras["iterations"], extras["skip"] = state["osu_counts"]
     if expected["meta"]["kind"] == "sparse":
         extras["nnz"] = expected["meta"]["nnz"]
     if errors:
@@ -349,6 +454,26 @@ def flip_one_byte(received) -> None:
             return
 
 
+def _named(prefix: str, arrays: list[np.ndarray]) -> dict:
+    if len(arrays) == 1:
+        return {prefix: arrays[0]}
+    return {f"{prefix}.{name}": array for name, array in zip(("data", "indices", "indptr"), arrays, strict=True)}
+
+
+def buffer_memory_facts(comm, mode: str, source, state) -> dict | None:
+    """On the root, memory_facts of its source buffers and of the first receiver's receive buffers; elsewhere None."""
+    if comm.rank == ROOT:
+        facts = memory.memory_facts(mode, _named("source", buffers_of(source)))
+    receiver = None
+    if comm.rank == 1 and "receive" in state:
+        receiver = memory.memory_facts(mode, _named("receive", state["receive"].arrays))["buffers"]
+    receiver = comm.bcast(receiver, root=1)
+    if comm.rank != ROOT:
+        return None
+    facts["buffers"].update({f"rank 1 {name}": value for name, value in (receiver or {}).items()})
+    return facts
+
+
 def main(argv=None):
     import tracemalloc
 
@@ -370,8 +495,14 @@ def main(argv=None):
 
     if kind == "sparse":
         import scipy.sparse  # noqa: F401
+    memory_mode = point.get("memory_mode", "4k")
     if comm.rank == ROOT:
-        source = make_dense(shape, dtype, seed) if kind == "dense" else make_csr(shape, point["density"], dtype, seed)
+        if kind == "dense":
+            generated = make_dense(shape, dtype, seed)
+        else:
+            generated = make_csr(shape, point["density"], dtype, seed)
+        source = place(generated, memory_mode)
+        del generated
         expected = {
             "meta": metadata_of(source),
             "crc32": checksum(source),
@@ -379,11 +510,13 @@ def main(argv=None):
         }
     else:
         source = expected = None
-    # tracemalloc's own tables live in RSS: start it before the baseline so they do not count as the broadcast's.
+    # tracemalloc's own tables live in RSS: on at the baseline, as in every probe, so that they do not count
+    # as the broadcast's; off again, as in every timed broadcast.
     tracemalloc.start()
     rss_baseline = rss_bytes()
+    tracemalloc.stop()
     expected = comm.bcast(expected, root=ROOT)
-    state = setup(comm, method, source)
+    state = setup(comm, method, source, memory_mode)
 
     def measure(rep, warmup):
         return broadcast_once(comm, method, source, state, expected, rss_baseline, corrupt)
@@ -393,6 +526,8 @@ def main(argv=None):
         "rma_sync": "fence" if method == "rma" else None,
         "payload_bytes": expected["payload_bytes"],
         "nnz": expected["meta"].get("nnz"),
+        "memory_probe": "an untimed broadcast after each timed repetition",
+        "memory": buffer_memory_facts(comm, memory_mode, source, state),
     }
     try:
         run_mpi(comm, task, measure, extra_meta)

@@ -1,4 +1,5 @@
-"""bcast's tables and figures: the study's speed-up table, the in-place crossover, memory per method."""
+"""bcast's tables and figures: the study's speed-up table, the in-place crossover, the pure transfer (osu) beside
+buffer, memory per method."""
 
 from __future__ import annotations
 
@@ -7,9 +8,12 @@ from movebench.bounds import copiers
 from movebench.core import stats, units
 from movebench.families.bcast import FAMILY
 
-METHODS = ("pickle", "buffer", "pkl5", "p2p", "rma")
+METHODS = ("pickle", "buffer", "pkl5", "p2p", "rma", "osu")
+# The study's methods, timed alike (one broadcast, slowest rank, from a barrier); osu is timed as osu_bcast
+# (mean of back-to-back calls), so it stands beside buffer in a table of its own, not in the speed-ups.
+STUDY = ("pickle", "buffer", "pkl5", "p2p", "rma")
 IN_PLACE = ("buffer", "p2p", "rma")
-CASE = ["kind", "shape", "density", "dtype", "nodes", "ranks"]
+CASE = ["kind", "shape", "density", "dtype", "nodes", "ranks", "mpi_thread_level", "memory_mode"]
 _MiB = 2**20
 MEMORY_PLOT_MIN_BYTES = 4 * _MiB
 
@@ -18,7 +22,9 @@ def method_medians(table):
     """One row per case and method: medians of the counted repetitions, and the cold (first warm-up) time."""
     import pandas as pd
 
-    table = table.assign(density=table["density"] if "density" in table else float("nan"))
+    table = table.assign(density=table["density"] if "density" in table else float("nan"),
+                         memory_mode=table["memory_mode"] if "memory_mode" in table else "4k",
+                         mpi_thread_level=table["mpi_thread_level"] if "mpi_thread_level" in table else "multiple")
     counted = table[~table["warmup"] & table["ok"]]
     medians = (
         counted.groupby(CASE + ["method"], dropna=False, sort=True)
@@ -57,7 +63,29 @@ def method_medians(table):
 
 def _case_label(row) -> str:
     density = "" if row["kind"] == "dense" else f" d={row['density']:g}"
-    return f"{row['kind']} {row['shape']}{density} {row['dtype']}, {row['ranks']} ranks"
+    pages = "" if row.get("memory_mode", "4k") == "4k" else f", {row['memory_mode']} pages"
+    level = row.get("mpi_thread_level", "multiple")
+    threads = "" if level == "multiple" else f", thread level {level}"
+    return f"{row['kind']} {row['shape']}{density} {row['dtype']}, {row['ranks']} ranks{pages}{threads}"
+
+
+def transfer_rows(medians) -> list[dict]:
+    """Per case with both: buffer's median time, osu's (the pure transfer), their difference and ratio.
+
+    The difference is what buffer pays beyond the transfer: the metadata broadcast, the receiver's
+    object, and being one call timed from a barrier to the slowest rank rather than osu_bcast's mean
+    over back-to-back calls and ranks.
+    """
+    rows = []
+    shown = medians.assign(case=medians.apply(_case_label, axis=1), method=medians["method"].astype(str))
+    for case, group in shown.groupby("case", sort=False):
+        times = dict(zip(group["method"], group["time_s"], strict=True))
+        if {"buffer", "osu"} <= set(times):
+            osu = group[group["method"] == "osu"].iloc[0]
+            rows.append({"case": case, "payload": osu["payload_bytes"], "buffer": times["buffer"], "osu": times["osu"],
+                         "buffer - osu": times["buffer"] - times["osu"], "buffer / osu": times["buffer"] / times["osu"],
+                         "osu bandwidth": osu["bandwidth_Bps"]})
+    return rows
 
 
 def _memory_cell(row) -> str:
@@ -138,9 +166,11 @@ def context(table, summary, campaign) -> dict:
     per_method_units = {"median time": "s", "cold first rep": "s", "bandwidth": "B/s", "payload": "MiB",
                         "receiver peak extra RSS": "MiB", "receiver allocated in rep (tracemalloc)": "MiB",
                         "root peak extra RSS": "MiB"}
-    speedups = shown.pivot_table(index="case", columns="method", values="speedup_vs_pickle", observed=True, sort=False)
-    times = shown.pivot_table(index="case", columns="method", values="time_s", observed=True, sort=False)
-    clear = shown.pivot(index="case", columns="method", values="clear_vs_pickle").reindex(times.index)
+    study_rows = shown[shown["method"].astype(str).isin(STUDY)]
+    speedups = study_rows.pivot_table(index="case", columns="method", values="speedup_vs_pickle", observed=True,
+                                      sort=False)
+    times = study_rows.pivot_table(index="case", columns="method", values="time_s", observed=True, sort=False)
+    clear = study_rows.pivot(index="case", columns="method", values="clear_vs_pickle").reindex(times.index)
     study = pd.DataFrame(index=times.index)
     time_label, time_factor = units.choose("s", times.stack().dropna().tolist())
     for method in times.columns:
@@ -149,12 +179,15 @@ def context(table, summary, campaign) -> dict:
             marks = clear[method].map(lambda c: "*" if c is True else "")
             study[f"{method} vs pickle"] = speedups[method].map(lambda x: "" if pd.isna(x) else f"{x:.2f}x") + marks
     memory = shown.assign(cell=shown.apply(_memory_cell, axis=1)).pivot(index="case", columns="method", values="cell")
-    memory = memory.reindex(times.index)[list(times.columns)]
+    memory = memory.reindex(shown["case"].unique())
     memory.columns = [str(m) for m in memory.columns]
+    transfer = pd.DataFrame(transfer_rows(medians))
     return {
         "figures": _figures(medians),
         "per_method": report.html_table(per_method, units=per_method_units),
-        "speedups": report.html_table(study.reset_index()),
+        "speedups": report.html_table(study.reset_index()) if len(study.columns) else "",
+        "transfer": report.html_table(transfer, units={"payload": "B", "buffer": "s", "osu": "s", "buffer - osu": "s",
+                                                       "osu bandwidth": "B/s"}) if len(transfer) else "",
         "memory": report.html_table(memory.reset_index()),
         "crossover": report.html_table(pd.DataFrame(crossover_rows(medians)))
         if (medians["kind"] == "sparse").any()
@@ -266,4 +299,19 @@ def headlines(table, summary) -> list[tuple[str, str]]:
         if figures:
             out.append((f"{kind} {largest['shape']} {largest['dtype']}, {int(case['ranks'].iloc[0])} ranks: pickle "
                         f"(out of place) takes " + "; ".join(figures) + " the time of buffer (in place)", "info"))
+    # buffer against the pure transfer where metadata weighs most: each kind's smallest payload with both
+    both = medians[medians["method"].astype(str).isin(["buffer", "osu"])]
+    for _kind, part in both.groupby("kind", sort=True):
+        pairs = []
+        for _, group in part.groupby(CASE, dropna=False, sort=True):
+            points = dict(zip(group["method"].astype(str), group["point"], strict=True))
+            if len(points) == 2:
+                pairs.append((group["payload_bytes"].iloc[0], group.iloc[0], points))
+        if not pairs:
+            continue
+        _, row, points = min(pairs, key=lambda pair: pair[0])
+        result = report.ratio(table, points["buffer"], points["osu"], "elapsed_s")
+        if result is not None:
+            out.append((f"{_case_label(row)}: buffer (metadata, object, one call from a barrier) takes "
+                        f"{report.ratio_text(result)} the time of osu (the pure transfer, timed as osu_bcast)", "info"))
     return out

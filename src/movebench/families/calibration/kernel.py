@@ -14,8 +14,10 @@ Probes (one point = one probe at one size and process count):
   jobs (sfsw: one job writing ranks x size_per_proc), ioengine=psync, pieces of
   min(16 MiB, size), end_fsync=1, fresh files (create_on_open, unlink), in `fio_path`; the
   warm-ups and repetitions are job groups run one after another (stonewall) by one fio
-  process. bytes = the group's io_bytes; time = its longest job's `job_runtime` (fio's clock,
-  whole milliseconds: the first I/O to the end of the fsync). Where fio is not installed, every
+  process (an adaptive repetitions rule: the warm-ups and `min` in one, then one fio process
+  per further repetition, its start outside fio's clock). bytes = the group's io_bytes; time =
+  its longest job's `job_runtime` (fio's clock, whole milliseconds: the first I/O to the end of
+  the fsync). Where fio is not installed, every
   repetition is recorded with `measured: false` and the reason, so the campaign's grid stays
   the config's and the report says why io's posix points have no bound.
 """
@@ -131,11 +133,14 @@ def main(argv=None):
             return None, 0, {"measured": False, "skipped": why}
     else:
         folder = tempfile.mkdtemp(prefix="movebench-fio-", dir=_existing(settings["fio_path"]))
-        runs = fio_runs(fio_argv(point["pattern"], point["ranks"], point["size_per_proc"], folder,
-                                 task.warmups + task.repetitions))
+
+        def fio(count):
+            return fio_runs(fio_argv(point["pattern"], point["ranks"], point["size_per_proc"], folder, count))
+
+        runs = fio(task.warmups + task.policy.min)
 
         def measure(rep, warmup):
-            return runs.pop(0)
+            return runs.pop(0) if runs else fio(1)[0]
     try:
         run_mpi(comm, task, measure, {"fio_version": version, "fio_path": settings["fio_path"]})
     finally:

@@ -33,7 +33,9 @@ Untimed, after each repetition: with `verify` every rank reads its part back
 (sf: its range of the shared object; mf: its own object), compares a CRC-32
 with that of what it wrote, and checks the object's size; a mismatch marks the
 repetition ok=False. Then the repetition's objects are deleted (with `cleanup`
-off the last repetition's objects and the run space are kept). Retries the
+off the last repetition's objects and the run space are kept; under an adaptive
+repetitions rule, where the last is known only after it ran, a counted repetition's
+objects are deleted at the start of the next one, untimed). Retries the
 storage SDK made are counted: `retries_write` inside the timed region,
 `retries` in the whole repetition (summed over ranks).
 
@@ -103,6 +105,8 @@ class Point:
         self.crc = zlib.crc32(self.data)
         self.gathered = np.ones(self.total, dtype=np.uint8) if self.pattern == "sfsw" and rank == 0 else None
         self.clock = clock_offset(comm)
+        self.policy = task.policy
+        self.kept = None  # an adaptive point's last counted objects, deleted when another repetition starts
 
     def objects(self, rep, warmup):
         """This rank's object name, and the names of every object of the repetition."""
@@ -144,11 +148,18 @@ class Point:
             )
         return None
 
+    def delete(self, obj):
+        if self.pattern == "mfmw" or self.comm.rank == 0:
+            self.backend.delete(obj)
+
     def measure(self, rep, warmup):
         from mpi4py import MPI
 
         comm, backend = self.comm, self.backend
         obj, every = self.objects(rep, warmup)
+        if self.kept is not None:
+            self.delete(self.kept)
+            self.kept = None
         before = backend.retries
         comm.Barrier()
         start = MPI.Wtime()
@@ -169,9 +180,13 @@ class Point:
             verify_s = comm.allreduce(MPI.Wtime() - t0, op=MPI.MAX)
             error = "; ".join(errors) or None
         comm.Barrier()
-        last = not warmup and rep == self.task.repetitions - 1
-        if (self.settings["cleanup"] or not last) and (self.pattern == "mfmw" or comm.rank == 0):
-            backend.delete(obj)
+        if self.settings["cleanup"] or warmup:
+            self.delete(obj)
+        elif self.policy.fixed:
+            if rep != self.policy.max - 1:
+                self.delete(obj)
+        else:
+            self.kept = obj
         retries = comm.allreduce(backend.retries - before)
         extras = {
             "file_size": object_size(self.pattern, self.size, comm.size),

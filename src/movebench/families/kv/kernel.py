@@ -21,26 +21,53 @@ dragonrun sweeps every node of it afterwards):
   `keys_per_client` when set, else gups_ddict's
   min(max_keys, floor(mem_frac x total_mem x nodes / (clients x (128 + value_size)))).
 - A repetition is one round: the clients and the head meet at a barrier, then
-  every client times (perf_counter) `iterations` passes over its
-  keys: put (`d[k] = v`), batch_put (`start_batch_put()`, the puts,
-  `end_batch_put()`, all timed), get (`d[k]`), frozen_get (the same gets; the
-  head calls `freeze()` before the round and `unfreeze()` after, untimed). get and
-  frozen_get put every key once first, untimed. put and batch_put overwrite
-  their keys from the second round on (the first round inserts them).
+  every client times (perf_counter) `iterations` passes over its keys, back to
+  back (default 4, see below): put (`d[k] = v`), batch_put (`start_batch_put()`,
+  the puts, `end_batch_put()`, all timed, once per pass), get (`d[k]`, the value
+  dropped at once, as gups_ddict does), frozen_get (the same gets; the head calls
+  `freeze()` before the round and `unfreeze()` after, untimed). get and frozen_get
+  put every key once first, untimed. put and batch_put overwrite their keys from
+  the second pass of the first round on (the first pass inserts them). Nothing
+  but the DDict's operations runs inside the timed loop. Every record says how
+  many passes its round timed (`iterations`; `ops` = clients x keys x passes).
+- Why several passes per round: gups_ddict times its passes back to back, so a
+  comparison needs the same count on both sides; and a lone pass after the idle
+  start of a round is not the sustained rate: issue 13's measurement (200 keys,
+  4 KiB, 2 clients, 1 manager) found one batch timed alone at 15-19 MB/s against
+  3-4 MB/s for batches back to back, the work a batch leaves behind being paid by
+  the next one. Several passes dilute whatever a round's start costs or saves to
+  ~1/passes. 4 is a judgement, not a measured optimum: gups_ddict's defaults time
+  3 passes (its --iterations 2 and the pass its timer adds), and with 4 a round's
+  start weighs at most a quarter of the round while a default campaign's kv points
+  stay short (docs/kernels.md, section 7, has the figures and their noise).
 - Aggregate bandwidth, as gups_ddict defines it: sum over clients of
   ops_i / t_i x value_size, where t_i is client i's own round time. Key bytes are
   not counted. `elapsed_s` is the slowest client's time and `bytes` the values
   moved by all clients, so `bandwidth_slowest_Bps` = bytes / elapsed_s is the
   stricter figure next to it; `ops_per_s` = sum of ops_i / t_i.
-- Differs from gups_ddict: its first timed round is meant to be skipped but is
-  not. Here every round is recorded and the first `warmups` rounds (the
-  campaign's warm-ups, default 2) are flagged and left out of the statistics, so
-  the put family's cold first round (inserting, not overwriting) and the first
-  touch of pool memory never count; with `warmups: 0` every round counts, as in
-  gups_ddict.
-- Verification: the gets keep the values they received (a reference, no copy)
-  and compare them with what was put once the timer stopped; puts are read back
-  once, untimed, after the last round. A mismatch makes the records not ok.
+- Differs from gups_ddict (what remains after the timed loops were made alike):
+  (1) its timer starts one pass early: it times passes + 1 passes and divides by
+  passes (bench/kv_gups.py corrects for it); here the timer covers exactly the
+  passes it divides by. (2) Its first timed round is meant to be skipped but is
+  not; here every round is recorded and the first `warmups` rounds (the campaign's
+  warm-ups, default 2) are flagged and left out of the statistics, so the cold
+  first pass (inserting, not overwriting) and the first touch of pool memory never
+  count; with `warmups: 0` every round counts, as in gups_ddict. (3) Its keys are
+  numpy arrays of 16 float64 and its values one numpy array per client, the same
+  for every key; here keys are 128-byte `bytes` and values `bytes`, distinct per
+  key, so that a value read back proves it is that key's. Pickled, a numpy array
+  carries ~130-150 bytes of header and unpickles into a new array: gups_ddict moves a
+  little more per operation and builds an array on each get. (4) Its clients call
+  `len(d)` once before their first test to open their manager connections; here
+  the untimed puts (gets) or the warm-up rounds (puts) do that. (5) It runs one
+  round per Dragon job and value size; here `repetitions` rounds run in one job.
+- Verification, never timed: after each round of gets, every client reads each
+  key back and compares it with its value; after the last round of puts, the
+  same. A mismatch makes the records not ok.
+- Repetitions: a count is a schedule the clients know from the start. Under an adaptive rule
+  (core.adaptive) the head decides after each round, on the rounds' slowest-client times, and
+  tells every client before the next barrier (one message each on an orders queue, untimed):
+  go for another round, or stop.
 - dragonhpc 0.12.3 (pinned): the DDict API of the study's 0.12.1 with its fixes. From 0.13 on, the DDict's
   orchestrator runs its managers in a ProcessGroup whose exception-queue monitor thread polls a queue whose
   poll(timeout) returns at once: it spins one CPU for the whole run (measured here on an idle DDict: 0.13.2,
@@ -129,48 +156,62 @@ def make_values(client: int, count: int, value_size: int) -> list[bytes]:
     return [i.to_bytes(8, "little")[:stamp] + base[stamp:] for i in range(count)]
 
 
-def timed_round(ddict, operation, keys, values, iterations):
-    """One client's timed passes over its keys; the gets keep what they received."""
-    got = [None] * len(keys) if operation in GETS else None
-    start = time.perf_counter()
-    for _ in range(iterations):
-        if operation == "put":
-            for key, value in zip(keys, values, strict=True):
+def timed_passes(ddict, operation, keys, values, passes) -> float:
+    """One client's timed passes over its keys: seconds. Only the DDict's operations are in the loop, as in
+    gups_ddict: the gets drop what they receive (verify() reads it back after the timer)."""
+    pairs = list(zip(keys, values, strict=True))
+    if operation == "put":
+        start = time.perf_counter()
+        for _ in range(passes):
+            for key, value in pairs:
                 ddict[key] = value
-        elif operation == "batch_put":
+        return time.perf_counter() - start
+    if operation == "batch_put":
+        start = time.perf_counter()
+        for _ in range(passes):
             ddict.start_batch_put()
-            for key, value in zip(keys, values, strict=True):
+            for key, value in pairs:
                 ddict[key] = value
             ddict.end_batch_put()
-        else:
-            for i, key in enumerate(keys):
-                got[i] = ddict[key]
-    return time.perf_counter() - start, got
+        return time.perf_counter() - start
+    start = time.perf_counter()
+    for _ in range(passes):
+        for key in keys:
+            ddict[key]
+    return time.perf_counter() - start
 
 
-def mismatches(got, values) -> int:
-    return sum(1 for g, v in zip(got, values, strict=True) if g != v)
+def verify(ddict, keys, values) -> int:
+    """Untimed: every key read back and compared with its value; the number that differ."""
+    return sum(1 for key, value in zip(keys, values, strict=True) if ddict[key] != value)
 
 
-def client_main(ddict, client, operation, value_size, count, iterations, rounds, barrier, results, fault_round):
-    """A client: untimed set-up, then `rounds` timed rounds, each starting at a barrier with the head."""
+def client_main(ddict, client, operation, value_size, count, passes, rounds, barrier, results, fault_round,
+                orders=None):
+    """A client: untimed set-up, then `rounds` timed rounds, each starting at a barrier with the head.
+
+    With `orders` (an adaptive rule; rounds is None) the head says before each round whether there is one.
+    """
+    import itertools
+
     try:
         keys, values = make_keys(client, count), make_values(client, count, value_size)
         if operation in GETS:
             for key, value in zip(keys, values, strict=True):
                 ddict[key] = value
         results.put(("ready", client, placement()))
-        for rnd in range(rounds):
+        for rnd in (range(rounds) if orders is None else itertools.count()):
+            if orders is not None and orders.get() != "go":
+                break
             barrier.wait()
             if rnd == fault_round and client == 0:
                 raise RuntimeError(f"fault injected in client {client}, round {rnd}")
-            elapsed, got = timed_round(ddict, operation, keys, values, iterations)
-            bad = mismatches(got, values) if got is not None else 0
-            results.put(("round", client, {"elapsed_s": elapsed, "ops": count * iterations, "mismatches": bad}))
-            del got
-        bad = 0
-        if operation in PUTS:
-            bad = sum(1 for key, value in zip(keys, values, strict=True) if ddict[key] != value)
+            elapsed = timed_passes(ddict, operation, keys, values, passes)
+            # Gets: the DDict read back every round (a frozen DDict is still frozen here). Puts: once, after
+            # the last round, so that a round's puts are not followed by gets the next round does not time.
+            bad = verify(ddict, keys, values) if operation in GETS else 0
+            results.put(("round", client, {"elapsed_s": elapsed, "ops": count * passes, "mismatches": bad}))
+        bad = verify(ddict, keys, values) if operation in PUTS else 0
         results.put(("done", client, {"mismatches": bad}))
     except BaseException as exc:
         results.put(("failed", client, f"{type(exc).__name__}: {exc}"))
@@ -282,7 +323,8 @@ def run_head(task, head_start: float) -> tuple[list[dict], dict]:
     from dragon.infrastructure.policy import Policy
 
     from movebench.core import records
-    from movebench.core.timing import Repetitions
+    from movebench.core.adaptive import AdaptiveRepetitions
+    from movebench.runner import counted_value
 
     mp.set_start_method("dragon")
     point, settings = task.point, task.settings
@@ -291,7 +333,8 @@ def run_head(task, head_start: float) -> tuple[list[dict], dict]:
     launched = float(os.environ.get("MOVEBENCH_DRAGON_T0", head_start))
     clients = nodes * point["clients_per_node"]
     scratch = os.environ.get("MOVEBENCH_SCRATCH", "")
-    schedule = list(Repetitions(task.repetitions, task.warmups))
+    policy = task.policy
+    reps = AdaptiveRepetitions(policy, task.warmups)
     t0 = time.time()
     ddict = DDict(point["managers_per_node"], nodes, settings["total_mem"] * nodes,
                   streams_per_manager=settings["streams_per_manager"], persist_path=scratch)
@@ -300,12 +343,15 @@ def run_head(task, head_start: float) -> tuple[list[dict], dict]:
     timings = {"head_start": head_start, "dragon_startup_s": head_start - launched, "ddict_create_s": ddict_create_s}
     try:
         results, barrier = mp.Queue(), mp.Barrier(clients + 1)
+        # A count is a schedule the clients run by themselves, as always; an adaptive rule is told round by round.
+        orders = None if policy.fixed else mp.Queue()
+        scheduled = task.warmups + policy.max if policy.fixed else None
         hosts = _client_hosts(nodes)
         t0 = time.time()
         for client in range(clients):
             proc = mp.Process(target=client_main, args=(
                 ddict, client, operation, value_size, keys_per_client, iterations,
-                len(schedule), barrier, results, settings.get("fault_round", -1)))
+                scheduled, barrier, results, settings.get("fault_round", -1), orders))
             host = hosts[client % len(hosts)]
             if host is None:
                 proc.start()
@@ -318,7 +364,10 @@ def run_head(task, head_start: float) -> tuple[list[dict], dict]:
         timings["clients_start_s"] = time.time() - t0
         fixed = {"clients": clients, "keys_per_client": keys_per_client, "iterations": iterations,
                  **{k: timings[k] for k in ("dragon_startup_s", "ddict_create_s", "clients_start_s")}}
-        for rnd, (rep, warmup) in enumerate(schedule):
+        for rnd, (rep, warmup) in enumerate(reps):
+            if orders is not None:
+                for _ in range(clients):
+                    orders.put("go")
             if operation == "frozen_get":
                 ddict.freeze()
             # Every client has reported (ready, or its last round): a client that cannot reach the barrier within
@@ -329,11 +378,18 @@ def run_head(task, head_start: float) -> tuple[list[dict], dict]:
                 ddict.unfreeze()
             elapsed, nbytes, extras = aggregate(rounds, value_size)
             bad = sum(r["mismatches"] for r in rounds)
-            error = f"{bad} gets returned a value other than the one put" if bad else None
+            error = f"{bad} keys read back after the round's gets differ from the values put" if bad else None
             recs.append(records.record("kv", operation, point, rep, warmup, elapsed_s=elapsed, nbytes=nbytes,
                                        ok=not bad, error=error, verified=not bad, **fixed, **extras))
             client_rounds += [{"round": rnd, "rep": rep, "warmup": warmup, "client": i, **r}
                               for i, r in enumerate(rounds)]
+            if not warmup:
+                reps.add(counted_value(recs[-1]))
+        if orders is not None:
+            for _ in range(clients):
+                orders.put("stop")
+        for rec in recs:
+            rec.update(reps.decision.record_fields())
         bad = sum(d["mismatches"] for d in inbox.collect("done"))
         if bad:
             for rec in recs:
@@ -356,7 +412,8 @@ def run_head(task, head_start: float) -> tuple[list[dict], dict]:
         t0 = time.time()
         ddict.destroy()
         timings["ddict_destroy_s"] = time.time() - t0
-    meta = {**timings, "clients": client_rounds, "ddict_stats": stats, "key_bytes": KEY_BYTES,
+    meta = {**timings, "repetitions": task.repetitions, "clients": client_rounds, "ddict_stats": stats,
+            "key_bytes": KEY_BYTES,
             "head_host": socket.gethostname(), "client_placement": placed, "dragon_transport": dragon_transport(task),
             "segments": {k: os.environ.get(k) for k in ("DRAGON_DEFAULT_SEG_SZ", "DRAGON_INF_SEG_SZ")}}
     return recs, meta

@@ -28,7 +28,7 @@ def speedups(bw):
 
 def context(table, summary, campaign):
     sns, plt = plotting()
-    ctx = {"figures": [], "ratios": None, "startup": None}
+    ctx = {"figures": [], "ratios": None, "startup": None, "passes": passes_per_round(table)}
     bw = median_of(summary, "bandwidth_Bps")
     if bw.empty:
         return ctx
@@ -62,6 +62,14 @@ def context(table, summary, campaign):
                                  as_index=False)[cols].median()
         ctx["startup"] = html_table(start, units={c: "s" for c in cols} | {"value_size": SIZE})
     return ctx
+
+
+def passes_per_round(table) -> str | None:
+    """How many passes over the keys the counted rounds timed ("4", or "1, 4" where points differ)."""
+    if not len(table) or "iterations" not in table:
+        return None
+    counted = table[~table["warmup"] & table["ok"]]["iterations"].dropna()
+    return ", ".join(str(int(n)) for n in sorted(set(counted))) or None
 
 
 def bound_request(row, meta):

@@ -5,7 +5,18 @@ from __future__ import annotations
 import math
 
 from movebench.core.sizes import expand_sizes
-from movebench.spec import BANDWIDTH, ELAPSED, HIGHER, LOWER, Axis, Family, Measure, Setting
+from movebench.spec import (
+    BANDWIDTH,
+    ELAPSED,
+    HIGHER,
+    LOWER,
+    MEMORY_MODE,
+    MPI_THREAD_LEVEL,
+    Axis,
+    Family,
+    Measure,
+    Setting,
+)
 
 PATTERNS = ("uni", "bidi", "alltoall", "shuffle")
 PAIRED = ("uni", "bidi")
@@ -70,6 +81,8 @@ class Shuffle(Family):
         Axis("message_size", "message_sizes", expand_sizes),
         Axis("window", "windows"),
         Axis("skew", "skew", lambda values: [float(v) for v in values], when=_is_shuffle),
+        MPI_THREAD_LEVEL,
+        MEMORY_MODE,
     )
     settings = (
         Setting("iterations"),

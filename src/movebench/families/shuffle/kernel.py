@@ -27,8 +27,12 @@ Patterns (one point = one pattern at one message size, window and rank count):
   kept apart. Every received tuple is checked to belong to its rank, and the
   global tuple count and a permutation-invariant checksum are compared.
 
-Bandwidth is bytes / time. Buffers are numpy arrays, allocated and touched once
-per point and sent with the buffer (uppercase) calls: nothing is pickled while timed.
+Bandwidth is bytes / time. The buffers the kernel times are allocated and touched once per
+point by movebench.core.memory in the point's memory_mode (4 KiB base pages, or transparent huge
+pages), the same way on every pattern, and sent with the buffer (uppercase) calls: nothing is
+pickled while timed. uni and bidi build their W sends and receives once per point as persistent
+requests (movebench.core.p2p; `request_mode: persistent` in meta): per iteration Python makes two
+calls whatever the window, so small messages measure MPI rather than the loop (docs/kernels.md).
 """
 
 from __future__ import annotations
@@ -36,8 +40,7 @@ from __future__ import annotations
 import numpy as np
 
 PAIRED = ("uni", "bidi")
-ACK_BYTES = 4
-_TAG_DATA, _TAG_ACK = 100, 101
+_TAG_DATA = 100
 
 
 # --- kernels: every rank calls them; each returns (elapsed_s, bytes, extras), equal on all ranks ---
@@ -61,35 +64,6 @@ def _slowest(comm, seconds):
 def osu_skip(size: int) -> int:
     """Untimed iterations before the timer starts, as OSU's osu_bw: 10, or 2 above 8 KiB."""
     return 10 if size <= 8192 else 2
-
-
-def stream_pairs(comm, size, window, iterations, bidirectional, sbuf, rbuf, ack, skip=0):
-    """osu_bw (bidirectional=False) or osu_bibw between ranks i and i + n/2."""
-    from mpi4py import MPI
-
-    half = comm.size // 2
-    first = comm.rank < half
-    peer = comm.rank + half if first else comm.rank - half
-    smsg, rmsg = [sbuf, size, MPI.BYTE], [rbuf, size, MPI.BYTE]
-    comm.Barrier()
-    start = MPI.Wtime()
-    for i in range(skip + iterations):
-        if i == skip:
-            start = MPI.Wtime()
-        if bidirectional:
-            reqs = [comm.Irecv(rmsg, peer, _TAG_DATA) for _ in range(window)]
-            reqs += [comm.Isend(smsg, peer, _TAG_DATA) for _ in range(window)]
-            MPI.Request.Waitall(reqs)
-        elif first:
-            MPI.Request.Waitall([comm.Isend(smsg, peer, _TAG_DATA) for _ in range(window)])
-            comm.Recv([ack, ACK_BYTES, MPI.BYTE], peer, _TAG_ACK)
-        else:
-            MPI.Request.Waitall([comm.Irecv(rmsg, peer, _TAG_DATA) for _ in range(window)])
-            comm.Send([ack, ACK_BYTES, MPI.BYTE], peer, _TAG_ACK)
-    # OSU times the sending side (rank 0): the slowest of ranks 0 .. n/2 - 1 here.
-    elapsed = _slowest(comm, MPI.Wtime() - start if first else 0.0)
-    nbytes = stream_bytes("bidi" if bidirectional else "uni", size, window, iterations, comm.size)
-    return elapsed, nbytes, {"messages": nbytes // size}
 
 
 def stream_alltoall(comm, size, window, iterations, sbuf, rbufs, skip=0):
@@ -256,6 +230,8 @@ def calibrate(stream, seconds: float) -> int:
 def main(argv=None):
     from mpi4py import MPI
 
+    from movebench.core import memory
+    from movebench.core.p2p import PairStream
     from movebench.runner import load_task, run_mpi
 
     task = load_task(argv)
@@ -267,19 +243,26 @@ def main(argv=None):
     if pattern in PAIRED and comm.size % 2:
         raise SystemExit(f"movebench.shuffle: pattern {pattern} needs an even number of ranks, not {comm.size}")
     skip = settings.get("skip", osu_skip(size))
-    # Touched once here, so first-touch page faults stay out of every timed region. MPI.buffer
-    # views export faster than numpy arrays, which OSU's C buffers do not pay for (3% at 64 KiB).
-    sbuf = MPI.buffer(np.ones(size, dtype=np.uint8))
+    mode = point.get("memory_mode", "4k")
+    pairs, buffers = None, {}
     if pattern in PAIRED:
-        rbuf, ack = MPI.buffer(np.ones(size, dtype=np.uint8)), MPI.buffer(np.zeros(ACK_BYTES, dtype=np.uint8))
+        buffers = {"send": memory.allocate(size, "uint8", mode), "recv": memory.allocate(size, "uint8", mode)}
+        pairs = PairStream(comm, buffers["send"], buffers["recv"], size, window, pattern == "bidi")
 
         def stream(iterations):
-            return stream_pairs(comm, size, window, iterations, pattern == "bidi", sbuf, rbuf, ack, skip)
+            elapsed = pairs.run(iterations, skip)
+            nbytes = stream_bytes(pattern, size, window, iterations, comm.size)
+            extras = {"messages": nbytes // size, "verified": pairs.verified()}
+            if not extras["verified"]:
+                extras.update(ok=False, error="a receive buffer does not hold its peer's bytes after the repetition")
+            return elapsed, nbytes, extras
     elif pattern == "alltoall":
-        rbufs = [MPI.buffer(np.ones(size, dtype=np.uint8)) for _ in range(comm.size - 1)]
+        buffers = {"send": memory.allocate(size, "uint8", mode, fill=1)}
+        buffers.update({f"recv{k}": memory.allocate(size, "uint8", mode) for k in range(1, comm.size)})
+        rbufs = [buffers[f"recv{k}"] for k in range(1, comm.size)]
 
         def stream(iterations):
-            return stream_alltoall(comm, size, window, iterations, sbuf, rbufs, skip)
+            return stream_alltoall(comm, size, window, iterations, buffers["send"], rbufs, skip)
     if pattern != "shuffle":
         iterations = settings["iterations"]
         if iterations == "auto":
@@ -295,7 +278,14 @@ def main(argv=None):
 
         def measure(rep, warmup):
             return run_shuffle(comm, tuples, size, window, sent_checksum)
-    run_mpi(comm, task, measure, {"buffers_reused": pattern != "shuffle"})
+    meta = {"buffers_reused": pattern != "shuffle", "memory": memory.memory_facts(mode, buffers)}
+    if pairs is not None:
+        meta["request_mode"] = "persistent"
+    try:
+        run_mpi(comm, task, measure, meta)
+    finally:
+        if pairs is not None:
+            pairs.free()  # before MPI_Finalize
 
 
 if __name__ == "__main__":

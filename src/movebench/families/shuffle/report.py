@@ -25,24 +25,39 @@ def derive(table):
     table = table.copy()
     measured = table[~table["warmup"] & table["ok"].astype(bool)]
     bidi = measured[measured["variant"] == "bidi"]
-    keys = ["nodes", "ranks", "message_size"]
+    keys = ["nodes", "ranks", "message_size"] + [k for k in FACTORS if k in measured]
     if bidi.empty:
         table["peak_bidi_Bps"] = np.nan
     else:
-        medians = bidi.groupby(keys + ["window"])["bandwidth_Bps"].median()
-        peaks = medians.groupby(level=keys).max().rename("peak_bidi_Bps").reset_index()
+        medians = bidi.groupby(keys + ["window"], dropna=False)["bandwidth_Bps"].median()
+        peaks = medians.groupby(level=keys, dropna=False).max().rename("peak_bidi_Bps").reset_index()
         table = table.drop(columns=["peak_bidi_Bps"], errors="ignore").merge(peaks, on=keys, how="left")
     table["efficiency"] = table["bandwidth_Bps"] / table["peak_bidi_Bps"]
     return table
 
 
-def placement_label(nodes, ranks) -> str:
-    return f"{ranks} ranks, {nodes} node{'s' if nodes > 1 else ''}"
+#: factors of a point besides its sizes and placement (movebench.spec): shown where a campaign varies them, and
+#: always kept apart, so that a figure never averages a single-threaded MPI with a multi-threaded one
+FACTORS = ("mpi_thread_level", "memory_mode")
+
+
+def varying(frame) -> list[str]:
+    return [k for k in FACTORS if k in frame and frame[k].nunique() > 1]
+
+
+def placement_label(nodes, ranks, *factors) -> str:
+    return ", ".join([f"{ranks} ranks, {nodes} node{'s' if nodes > 1 else ''}", *map(str, factors)])
+
+
+def placement_labels(frame) -> list[str]:
+    """Each row's ranks and nodes, and the factors the frame varies."""
+    columns = [frame["nodes"], frame["ranks"]] + [frame[k] for k in varying(frame)]
+    return [placement_label(*row) for row in zip(*columns, strict=True)]
 
 
 def best_window(bw):
     """One row per point but the window: the window with the highest median bandwidth."""
-    keys = [k for k in ("pattern", "nodes", "ranks", "message_size", "skew") if k in bw]
+    keys = [k for k in ("pattern", "nodes", "ranks", "message_size", "skew", *FACTORS) if k in bw]
     return bw.sort_values("median").groupby(keys, dropna=False, as_index=False).last()
 
 
@@ -54,7 +69,7 @@ def intra_inter(bw):
     if bw.empty or bw["nodes"].nunique() < 2:
         return pd.DataFrame()
     best = best_window(bw)
-    keys = [k for k in ("pattern", "ranks", "message_size", "skew") if k in best and best[k].notna().any()]
+    keys = [k for k in ("pattern", "ranks", "message_size", "skew", *FACTORS) if k in best and best[k].notna().any()]
     wide = best.groupby(keys + ["nodes"], dropna=False)["median"].first().unstack("nodes")
     node_counts = sorted(wide.columns)
     out = pd.DataFrame(index=wide.index)
@@ -72,7 +87,7 @@ def context(table, summary, campaign):
     bw["GB/s"] = bw["median"] / 1e9
     # ranks and nodes together: figures at 1 and 2 nodes with the same ranks are different experiments, never
     # one line (seaborn would average them)
-    bw["ranks, nodes"] = [placement_label(n, r) for n, r in zip(bw["nodes"], bw["ranks"], strict=True)]
+    bw["ranks, nodes"] = placement_labels(bw)
     bw["err_lo"], bw["err_hi"] = bw["GB/s"] - bw["ci_low"] / 1e9, bw["ci_high"] / 1e9 - bw["GB/s"]
     ctx = {"figures": [], "shuffle_table": None, "intra_inter_table": None}
     grid = sns.relplot(data=bw, x="message_size", y="GB/s", hue="window", style="ranks, nodes", col="pattern",
@@ -102,7 +117,11 @@ def context(table, summary, campaign):
     if not sides.empty:
         best = best_window(bw)
         best["placement"] = [f"{n} node{'s' if n > 1 else ''}" for n in best["nodes"]]
-        grid = sns.relplot(data=best, x="message_size", y="GB/s", hue="placement", style="ranks", col="pattern",
+        factors = [best[k] for k in varying(best)]
+        best["ranks (factors)"] = [", ".join([f"{r} ranks", *map(str, f)])
+                                   for r, *f in zip(best["ranks"], *factors, strict=True)]
+        grid = sns.relplot(data=best, x="message_size", y="GB/s", hue="placement", style="ranks (factors)",
+                           col="pattern",
                            kind="line", marker="o", col_wrap=min(2, best["pattern"].nunique()), height=3.2,
                            aspect=1.3, facet_kws={"sharey": False})
         grid.set(xscale="log", yscale="log", xlabel="message size (bytes)", ylabel="bandwidth (GB/s, median)")
@@ -111,8 +130,9 @@ def context(table, summary, campaign):
         ctx["intra_inter_table"] = html_table(sides)
     eff = median_of(summary, "efficiency")
     if not eff.empty:
-        best = eff.sort_values("median").groupby(["pattern", "nodes", "ranks", "message_size"], as_index=False).last()
-        best["ranks, nodes"] = [placement_label(n, r) for n, r in zip(best["nodes"], best["ranks"], strict=True)]
+        keys = ["pattern", "nodes", "ranks", "message_size", *varying(eff)]
+        best = eff.sort_values("median").groupby(keys, as_index=False).last()
+        best["ranks, nodes"] = placement_labels(best)
         fig, ax = plt.subplots(figsize=(7, 3.6))
         sns.lineplot(data=best, x="message_size", y="median", hue="pattern", style="ranks, nodes", marker="o", ax=ax)
         ax.set(xscale="log", xlabel="message size (bytes)", ylabel="share of peak bidi bandwidth")
@@ -121,7 +141,7 @@ def context(table, summary, campaign):
                                "(best window per point)", figure_uri(fig)))
     shuf = table[(table["variant"] == "shuffle") & ~table["warmup"] & table["ok"]] if len(table) else table
     if len(shuf):
-        cols = ["nodes", "ranks", "message_size", "window", "skew"]
+        cols = ["nodes", "ranks", "message_size", "window", "skew", *varying(shuf)]
         ctx["shuffle_table"] = html_table(shuf.groupby(cols, as_index=False).agg(
             bandwidth=("bandwidth_Bps", "median"), partition=("partition_s", "median"),
             exchange=("exchange_s", "median"), imbalance=("imbalance", "median"), verified=("verified", "all")),

@@ -1,0 +1,149 @@
+"""How a kernel's buffers sit in memory, and one way to allocate them on every path.
+
+The page size behind a buffer moves large-message figures by up to 1.6x either way on this
+machine (docs/kernels.md), as much as the effect being measured, so it is chosen, not inherited:
+`allocate(shape, dtype, mode)` maps fresh anonymous memory and asks the kernel for its pages.
+
+- "4k": base pages only (madvise MADV_NOHUGEPAGE), whatever the system's THP setting. What OSU's
+  page-aligned posix_memalign gets on a system whose THP is `madvise` or `never`.
+- "thp": the buffer starts on a huge-page boundary and the range asks for transparent huge pages
+  (MADV_HUGEPAGE); honoured when THP `enabled` is `always` or `madvise`.
+- "numpy": numpy's own allocation, the old behaviour: base pages, except that numpy advises huge
+  pages for arrays of 4 MiB and more, over an unaligned range (so a 4 MiB array gets one huge page of two).
+
+`memory_facts` says what a point actually got: the system's settings, the allocator's tunables, and
+per buffer its alignment and how many of its bytes sit in huge pages (from /proc/self/smaps).
+"""
+
+from __future__ import annotations
+
+import math
+import mmap
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+
+MEMORY_MODES = ("4k", "thp", "numpy")
+THP = Path("/sys/kernel/mm/transparent_hugepage")
+DEFAULT_HUGE_PAGE = 2 << 20
+_SMAPS = Path("/proc/self/smaps")
+# Private: a shared anonymous mapping is shmem, whose huge pages follow `shmem_enabled` instead.
+_PRIVATE = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
+_VMA = re.compile(r"^([0-9a-f]+)-([0-9a-f]+) ", re.M)
+
+
+def _setting(path: Path) -> str | None:
+    """The selected word of a sysfs choice such as 'always [madvise] never'."""
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    chosen = re.search(r"\[([^\]]+)\]", text)
+    return chosen.group(1) if chosen else text
+
+
+def huge_page_size() -> int:
+    try:
+        return int((THP / "hpage_pmd_size").read_text())
+    except (OSError, ValueError):
+        return DEFAULT_HUGE_PAGE
+
+
+def allocate(shape, dtype="uint8", mode: str = "4k", fill=0) -> np.ndarray:
+    """A C-contiguous array in fresh memory of the given page mode, every page written (touched) once.
+
+    The array keeps its mapping alive (its base); the memory goes back when the array is collected.
+    """
+    if mode not in MEMORY_MODES:
+        raise ValueError(f"memory mode {mode!r}: use one of {', '.join(MEMORY_MODES)}")
+    dtype = np.dtype(dtype)
+    shape = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
+    count = math.prod(shape)
+    nbytes = count * dtype.itemsize
+    if mode == "numpy":
+        array = np.empty(shape, dtype=dtype)
+        array.fill(fill)
+        return array
+    page = mmap.PAGESIZE
+    if mode == "4k":
+        length = max(page, -(-nbytes // page) * page)
+        region = mmap.mmap(-1, length, flags=_PRIVATE)
+        region.madvise(mmap.MADV_NOHUGEPAGE)
+        offset = 0
+    else:
+        huge = huge_page_size()
+        span = max(huge, -(-nbytes // huge) * huge)
+        region = mmap.mmap(-1, span + huge, flags=_PRIVATE)
+        base = np.frombuffer(region, dtype=np.uint8, count=1).ctypes.data
+        offset = (-base) % huge
+        region.madvise(mmap.MADV_HUGEPAGE, offset, span)
+    array = np.frombuffer(region, dtype=dtype, count=count, offset=offset).reshape(shape)
+    array.fill(fill)
+    return array
+
+
+def _vmas():
+    """(start, end, AnonHugePages bytes) of every mapping of this process."""
+    text = _SMAPS.read_text()
+    starts = [m.start() for m in _VMA.finditer(text)] + [len(text)]
+    for lo, hi in zip(starts, starts[1:], strict=False):
+        block = text[lo:hi]
+        head = _VMA.match(block)
+        huge = re.search(r"^AnonHugePages:\s+(\d+) kB", block, re.M)
+        yield int(head.group(1), 16), int(head.group(2), 16), int(huge.group(1)) * 1024 if huge else 0
+
+
+def huge_bytes(array: np.ndarray, vmas=None) -> int | None:
+    """Bytes of `array` backed by huge pages (None where /proc/self/smaps cannot be read).
+
+    smaps counts huge pages per mapping, and a huge page fills an aligned slot of its mapping: the
+    answer is exact when the mapping holds this array alone (as `allocate`'s do), an upper bound
+    when neighbours share it.
+    """
+    lo, hi, page = array.ctypes.data, array.ctypes.data + array.nbytes, huge_page_size()
+    try:
+        vmas = list(_vmas()) if vmas is None else vmas
+    except OSError:
+        return None
+    total = 0
+    for start, end, huge in vmas:
+        if not huge or start >= hi or end <= lo:
+            continue
+        slots = range(-(-max(start, lo - page) // page) * page, min(end, hi), page)
+        fits = sum(min(s + page, hi) - max(s, lo) for s in slots if s + page <= end and s + page > lo)
+        total += min(huge, fits)
+    return total
+
+
+def system_facts() -> dict:
+    """The machine's memory settings that change what a buffer's pages are."""
+    env = {k: v for k, v in sorted(os.environ.items())
+           if k == "GLIBC_TUNABLES" or k.startswith(("MALLOC_", "NUMPY_MADVISE"))}
+    try:
+        from numpy._core.multiarray import _get_madvise_hugepage
+
+        numpy_advises = bool(_get_madvise_hugepage())
+    except ImportError:
+        numpy_advises = None
+    return {"page_size": mmap.PAGESIZE, "huge_page_size": huge_page_size(),
+            "thp_enabled": _setting(THP / "enabled"), "thp_defrag": _setting(THP / "defrag"),
+            "thp_shmem_enabled": _setting(THP / "shmem_enabled"), "allocator_env": env,
+            "numpy_madvise_hugepage": numpy_advises}
+
+
+def buffer_facts(array: np.ndarray, vmas=None) -> dict:
+    address = array.ctypes.data
+    return {"nbytes": int(array.nbytes), "address_mod_4k": address % 4096,
+            "address_mod_2m": address % (2 << 20), "huge_page_bytes": huge_bytes(array, vmas)}
+
+
+def memory_facts(mode: str, buffers: dict[str, np.ndarray]) -> dict:
+    """For a point's meta: the mode asked for, the system's settings and what each named buffer got."""
+    try:
+        vmas = list(_vmas())
+    except OSError:
+        vmas = []
+    return {"memory_mode": mode, **system_facts(),
+            "buffers": {name: buffer_facts(array, vmas) for name, array in buffers.items()}}

@@ -1,0 +1,99 @@
+"""osu_bw and osu_bibw between rank pairs (i, i + n/2) with persistent requests.
+
+The W sends and receives of one iteration are built once per point (`Send_init`, `Recv_init`),
+so an iteration costs Python two calls (`Prequest.Startall`, `Request.Waitall`) whatever the window,
+where building W requests per iteration costs 2W + 1: at 1-4 KiB that was a third of the time
+(docs/kernels.md has the measurements against the C loop). What goes on the wire is unchanged:
+W messages of `size` bytes in flight per iteration, receives posted before sends, and for uni the
+4-byte ack after each window, as osu_bw.
+
+Every repetition is verified: the receive buffer is zeroed before it (untimed) and must hold the
+peer's bytes after it. Each rank sends its own pattern, so a stale or misdirected receive shows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+ACK_BYTES = 4
+TAG_DATA, TAG_ACK = 100, 101
+
+
+def pair(rank: int, ranks: int) -> tuple[bool, int]:
+    """(whether `rank` is in the sending half, its peer): osu_mbw_mr's pairing i <-> i + n/2."""
+    half = ranks // 2
+    return (rank < half, rank + half) if rank < half else (False, rank - half)
+
+
+def pattern(rank: int, size: int) -> np.ndarray:
+    """The bytes rank `rank` sends: differ between ranks and along the message."""
+    return ((np.arange(size, dtype=np.uint32) * 7 + 31 * rank + 1) % 251).astype(np.uint8)
+
+
+class PairStream:
+    """One point's uni or bidi stream: its requests, buffers and the expected receive, made once.
+
+    `sbuf` and `rbuf` are byte arrays of at least `size` bytes (movebench.core.memory.allocate);
+    `sbuf` is filled with this rank's pattern. Call `free()` (or use `with`) before MPI ends.
+    """
+
+    def __init__(self, comm, sbuf: np.ndarray, rbuf: np.ndarray, size: int, window: int, bidirectional: bool):
+        from mpi4py import MPI
+
+        if comm.size % 2:
+            raise ValueError(f"uni and bidi pair ranks (i, i + n/2): {comm.size} ranks is odd")
+        self.comm, self.size, self.window, self.bidirectional = comm, size, window, bidirectional
+        self.first, self.peer = pair(comm.rank, comm.size)
+        self.sbuf, self.rbuf = sbuf, rbuf
+        sbuf[:size] = pattern(comm.rank, size)
+        self.receives = bidirectional or not self.first
+        self.expected = pattern(self.peer, size) if self.receives else None
+        self.ack = np.zeros(ACK_BYTES, dtype=np.uint8)
+        self._ack = [self.ack, ACK_BYTES, MPI.BYTE]
+        smsg, rmsg = [sbuf, size, MPI.BYTE], [rbuf, size, MPI.BYTE]
+        recvs = [comm.Recv_init(rmsg, self.peer, TAG_DATA) for _ in range(window)] if self.receives else []
+        sends = [comm.Send_init(smsg, self.peer, TAG_DATA) for _ in range(window)] \
+            if bidirectional or self.first else []
+        self.requests = recvs + sends
+
+    def run(self, iterations: int, skip: int = 0) -> float:
+        """`skip` untimed then `iterations` timed iterations; the slowest sender's seconds, on every rank."""
+        from mpi4py import MPI
+
+        comm, peer, reqs, ack = self.comm, self.peer, self.requests, self._ack
+        startall, waitall, wtime = MPI.Prequest.Startall, MPI.Request.Waitall, MPI.Wtime
+        if self.receives:
+            self.rbuf[: self.size] = 0
+        uni_sender = not self.bidirectional and self.first
+        uni_receiver = not self.bidirectional and not self.first
+        comm.Barrier()
+        start = wtime()
+        for i in range(skip + iterations):
+            if i == skip:
+                start = wtime()
+            startall(reqs)
+            waitall(reqs)
+            if uni_sender:
+                comm.Recv(ack, peer, TAG_ACK)
+            elif uni_receiver:
+                comm.Send(ack, peer, TAG_ACK)
+        # OSU times the sending side (rank 0): the slowest of ranks 0 .. n/2 - 1 here.
+        return comm.allreduce(wtime() - start if self.first else 0.0, op=MPI.MAX)
+
+    def verified(self) -> bool:
+        """Whether every receiving rank holds its peer's bytes (collective)."""
+        from mpi4py import MPI
+
+        ok = not self.receives or bool(np.array_equal(self.rbuf[: self.size], self.expected))
+        return self.comm.allreduce(ok, op=MPI.LAND)
+
+    def free(self) -> None:
+        for request in self.requests:
+            request.Free()
+        self.requests = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.free()

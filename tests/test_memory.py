@@ -1,0 +1,68 @@
+"""Page modes of kernel buffers and the memory facts a point's meta records, on this machine's real memory."""
+
+import mmap
+
+import numpy as np
+import pytest
+
+from movebench.core import memory
+
+MiB = 1 << 20
+THP_AVAILABLE = memory.system_facts()["thp_enabled"] in ("always", "madvise")
+
+
+@pytest.mark.parametrize("mode", memory.MEMORY_MODES)
+def test_allocate_gives_touched_arrays_of_the_shape_and_dtype(mode):
+    array = memory.allocate((3, 5), "float64", mode, fill=2.5)
+    assert array.shape == (3, 5) and array.dtype == np.float64 and array.flags.c_contiguous
+    assert array.flags.writeable and (array == 2.5).all()
+
+
+def test_4k_mode_is_page_aligned_without_huge_pages():
+    array = memory.allocate(4 * MiB, mode="4k")
+    facts = memory.buffer_facts(array)
+    assert facts["address_mod_4k"] == 0 and facts["nbytes"] == 4 * MiB
+    assert facts["huge_page_bytes"] == 0
+
+
+@pytest.mark.skipif(not THP_AVAILABLE, reason="transparent huge pages are off on this machine")
+@pytest.mark.parametrize("nbytes", [MiB, 4 * MiB, 3 * MiB])
+def test_thp_mode_starts_on_a_huge_page_and_gets_huge_pages(nbytes):
+    array = memory.allocate(nbytes, mode="thp")
+    facts = memory.buffer_facts(array)
+    assert facts["address_mod_2m"] == 0
+    # the kernel may refuse a huge page under memory pressure; on an idle test machine it does not
+    assert facts["huge_page_bytes"] == nbytes
+
+
+def test_numpy_mode_records_what_numpy_did():
+    small = memory.allocate(MiB, mode="numpy")
+    assert memory.buffer_facts(small)["huge_page_bytes"] == 0  # numpy advises huge pages from 4 MiB only
+
+
+def test_memory_facts_for_a_meta():
+    facts = memory.memory_facts("4k", {"send": memory.allocate(4096), "recv": memory.allocate(8192)})
+    assert facts["memory_mode"] == "4k" and facts["page_size"] == mmap.PAGESIZE
+    assert facts["huge_page_size"] >= facts["page_size"]
+    assert facts["thp_enabled"] in (None, "always", "madvise", "never")
+    assert set(facts["buffers"]) == {"send", "recv"} and facts["buffers"]["recv"]["nbytes"] == 8192
+    assert isinstance(facts["allocator_env"], dict)
+
+
+def test_allocator_variables_are_recorded(monkeypatch):
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1")
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "2")
+    monkeypatch.setenv("UNRELATED", "x")
+    env = memory.system_facts()["allocator_env"]
+    assert env == {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1", "MALLOC_ARENA_MAX": "2"}
+
+
+def test_sysfs_choice_is_the_bracketed_word(tmp_path):
+    (tmp_path / "enabled").write_text("always [madvise] never\n")
+    assert memory._setting(tmp_path / "enabled") == "madvise"
+    assert memory._setting(tmp_path / "missing") is None
+
+
+def test_unknown_mode_is_refused():
+    with pytest.raises(ValueError, match="memory mode 'huge': use one of 4k, thp, numpy"):
+        memory.allocate(10, mode="huge")

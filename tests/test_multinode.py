@@ -245,6 +245,8 @@ def test_a_node_whose_slurmd_dies_mid_campaign_fails_its_point_and_a_rerun_compl
     finally:
         if victim:
             four_nodes.restart_node(victim)  # the node boots again (its orphaned job step goes with it)
+    assert four_nodes.node_states() == {n: "idle" for n in four_nodes.nodes}
+    assert four_nodes.node_processes(victim) == {}
     proc, took = run_snakemake(tmp_path, env, *POINTS_ONLY)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert len(read_jsonl(raw / f"{long_point}.jsonl")) == 4

@@ -15,8 +15,9 @@ Part A: for every operation, value size and passes per timed round, one movebenc
 rounds after 1 warm-up, each timing `passes` passes; `python -m movebench.launch`, as a campaign
 runs it) and one gups_ddict run (`--iterations passes`), in an order swapped every round. gups_ddict
 starts its timer one pass early (i == skips, after `i += 1`): it times passes + 1 passes and divides
-by `passes`, so its rate is multiplied by passes / (passes + 1) here. Ratio = movebench's median
-aggregate bandwidth / gups_ddict's corrected one, per round; the table: median over rounds [min-max].
+the keys of `passes` passes by that time, so its per-pass rate is its printed rate x (passes + 1) /
+passes. Ratio = movebench's median aggregate bandwidth / gups_ddict's corrected one, per round; the
+table: median over rounds [min-max].
 Part B: bench/kv_variants.py, where the get loops of both tools alternate inside one Dragon job, and
 movebench's put loops: one batch per timed round against N batches back to back.
 """
@@ -83,7 +84,8 @@ def gups_point(operation: str, size: int, passes: int) -> dict:
     if proc.returncode != 0 or not row:
         sys.exit(f"gups_ddict {operation} {size}: failed\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     iters, keys, ops_sum = int(row.group(1)), int(row.group(2)), float(row.group(5))
-    return {"bw": ops_sum * iters / (iters + 1) * size, "bw_uncorrected": ops_sum * size, "keys": keys}
+    # printed: keys x iters / T, T covering iters + 1 passes; per pass: keys x (iters + 1) / T
+    return {"bw": ops_sum * (iters + 1) / iters * size, "bw_uncorrected": ops_sum * size, "keys": keys}
 
 
 def part_a(args) -> list[dict]:

@@ -1,7 +1,7 @@
 """The local two-node Slurm cluster (movebench.testcluster), with real daemons.
 
-The session fixture `slurm_cluster` (tests/conftest.py) starts munged, slurmctld and two slurmd (nodes n1 and n2 on
-127.0.0.1) in a fresh state directory, or reuses one already started with
+The session fixture `slurm_cluster` (tests/conftest.py) starts munged, slurmctld and two slurmd (nodes n1 and n2, each in its
+own network namespace on 198.18.0.0/24) in a fresh state directory, or reuses one already started with
 `python -m movebench.testcluster up` (and then leaves it running).  It
 installs Debian's slurm-wlm and munge with apt-get when they are missing,
 which needs root.
@@ -9,9 +9,10 @@ which needs root.
 What these tests pin down for the project's slurm profile:
 - MPI (the mpich wheel) across nodes inside an allocation: `srun --mpi=pmi2`,
   or Hydra's `mpiexec -launcher slurm` while the job's SLURM_* variables are set.
-- Through Snakemake's slurm executor: the job step strips SLURM_* variables, so
-  the rule must say how many tasks (`srun --mpi=pmi2 -n {resources.tasks}`), and
-  job status comes from squeue (no slurmdbd, so no sacct).
+- Through Snakemake's slurm executor (campaigns: tests/test_slurm_campaign.py and
+  tests/test_multinode.py, a cancelled job included): the job step strips SLURM_*
+  variables, so the rule must say how many tasks, and job status comes from squeue
+  (no slurmdbd, so no sacct).
 - A job that can never run is rejected at submission, so Snakemake fails fast.
 """
 
@@ -162,35 +163,6 @@ def _snakemake(workdir: Path, env: dict, timeout: float) -> tuple[subprocess.Com
     return proc, time.monotonic() - t0
 
 
-def test_snakemake_slurm_executor_runs_an_mpi_rule_on_both_nodes(slurm_cluster, job_env, tmp_path):
-    (tmp_path / "hello.py").write_text(HELLO)
-    (tmp_path / "Snakefile").write_text(
-        """
-rule all:
-    input: "hello.jsonl", "prep.txt"
-
-rule prep:
-    output: "prep.txt"
-    shell: "printenv SLURMD_NODENAME > {output}"
-
-rule hello:
-    input: "prep.txt"
-    output: "hello.jsonl"
-    resources:
-        nodes=2,
-        tasks=2,
-        mpi="srun --mpi=pmi2",
-    shell: "{resources.mpi} -n {resources.tasks} python hello.py > {output}"
-"""
-    )
-    proc, took = _snakemake(tmp_path, job_env, timeout=240)
-    assert proc.returncode == 0, proc.stderr[-6000:]
-    assert (tmp_path / "prep.txt").read_text().strip() in {"n1", "n2"}
-    rs = ranks((tmp_path / "hello.jsonl").read_text())
-    assert [(r["rank"], r["node"], r["sum"]) for r in rs] == [(0, "n1", 3), (1, "n2", 3)]
-    print(f"snakemake with 2 slurm jobs took {took:.1f}s")
-
-
 def test_snakemake_fails_fast_when_a_job_can_never_run(slurm_cluster, job_env, tmp_path):
     # EnforcePartLimits=ALL: sbatch rejects 3 nodes at once instead of leaving the job PENDING forever.
     (tmp_path / "Snakefile").write_text(
@@ -205,46 +177,3 @@ rule too_big:
     assert proc.returncode != 0
     assert "Node count specification invalid" in proc.stderr, proc.stderr[-4000:]
     assert took < 60
-
-
-def test_scancel_of_a_running_job_is_a_failed_job_to_snakemake(slurm_cluster, job_env, tmp_path):
-    (tmp_path / "Snakefile").write_text(
-        """
-rule sleepy:
-    output: "sleepy.txt"
-    shell: "sleep 300; touch {output}"
-"""
-    )
-    (tmp_path / "profile").mkdir()
-    (tmp_path / "profile" / "config.yaml").write_text(yaml.safe_dump(PROFILE, sort_keys=False))
-    smk = subprocess.Popen(
-        [PYTHON, "-m", "snakemake", "--profile", "profile", "--directory", str(tmp_path)],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=job_env,
-    )
-    try:
-        jobid = None
-        deadline = time.monotonic() + 60
-        while jobid is None and time.monotonic() < deadline:
-            q = slurm_cluster.run("squeue", "-h", "-t", "RUNNING", "-o", "%i|%j", check=False)
-            for line in q.stdout.split():
-                i, name = line.split("|", 1)
-                if name != "interactive":
-                    jobid = i
-            time.sleep(0.5)
-        assert jobid, "the snakemake job never started running"
-        slurm_cluster.run("scancel", jobid)
-        t_cancel = time.monotonic()
-        out, _ = smk.communicate(timeout=150)
-        took = time.monotonic() - t_cancel
-    finally:
-        if smk.poll() is None:
-            smk.kill()
-            smk.communicate()
-    assert smk.returncode != 0
-    assert f"SLURM-job '{jobid}' failed, SLURM status is: 'CANCELLED'" in out, out[-4000:]
-    assert not (tmp_path / "sleepy.txt").exists()
-    print(f"snakemake exited {took:.1f}s after scancel")

@@ -67,16 +67,20 @@ def edit(path):
     """A real edit (Snakemake 9 ignores a newer file whose checksum it recorded), dated later than the outputs."""
     comment = "{# edited #}" if path.suffix == ".j2" else "# edited"
     path.write_text(path.read_text() + f"\n{comment}\n")
-    later = time.time() + 5
+    later = time.time() + 1
     os.utime(path, (later, later))
+    # past that date before anything runs: an output written before its input's (future) date fails the job
+    # as clock skew, and a point finishes in well under a second
+    time.sleep(max(0.0, later - time.time()) + 0.1)
 
 
 def test_nothing_reruns_without_a_change(copy):
     repo, _, run = copy
     assert planned(run) == {}
     path = repo / "src/movebench/families/shuffle/kernel.py"
-    later = time.time() + 5
+    later = time.time() + 1
     os.utime(path, (later, later))  # newer, same content
+    time.sleep(max(0.0, later - time.time()) + 0.1)  # as edit(): later tests run points of this family
     assert planned(run) == {}
 
 

@@ -39,22 +39,13 @@ sys.path.insert(0, str(ROOT / "src"))
 from movebench import launch  # noqa: E402
 from movebench.core.sizes import expand_sizes, format_size  # noqa: E402
 from movebench.testcluster import netns  # noqa: E402
-from movebench.testcluster.slurm import MARKER, SYSTEM_CONF, LocalSlurmCluster  # noqa: E402
+from movebench.testcluster.slurm import LocalSlurmCluster, running_cluster  # noqa: E402
 
 LAUNCHER = "srun --mpi=pmi2 -N {nodes} -n {ranks}"  # profiles/slurm's
 WINDOW = 8
 LINK_SIZES = (1 << 20, 4 << 20)
 
 
-def running_cluster() -> LocalSlurmCluster | None:
-    try:
-        first = SYSTEM_CONF.read_text().splitlines()[0]
-    except (OSError, IndexError):
-        return None
-    if first.startswith(MARKER):
-        cluster = LocalSlurmCluster(first[len(MARKER):].strip(), install=False)
-        return cluster if cluster.is_running() else None
-    return None
 
 
 def client_env(cluster: LocalSlurmCluster) -> dict:

@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 from movebench.testcluster import netns  # noqa: E402
-from movebench.testcluster.slurm import MARKER, SYSTEM_CONF, LocalSlurmCluster  # noqa: E402
+from movebench.testcluster.slurm import LocalSlurmCluster, running_cluster  # noqa: E402
 
 LINK_BW = ROOT / "tests" / "mpi" / "link_bw.py"
 SIZES = (1 << 20, 1 << 22)
@@ -42,15 +42,6 @@ print(json.dumps(out))
 """
 
 
-def running_cluster() -> LocalSlurmCluster | None:
-    try:
-        first = SYSTEM_CONF.read_text().splitlines()[0]
-    except (OSError, IndexError):
-        return None
-    if first.startswith(MARKER):
-        cluster = LocalSlurmCluster(first[len(MARKER):].strip(), install=False)
-        return cluster if cluster.is_running() else None
-    return None
 
 
 def stream(cluster: LocalSlurmCluster, bidi: bool, window: int) -> dict[int, float]:

@@ -759,6 +759,18 @@ def _terminate(pid: int, timeout: float) -> None:
 # --------------------------------------------------------------------------- CLI
 
 
+def running_cluster() -> LocalSlurmCluster | None:
+    """The test cluster whose slurm.conf is installed, if its daemons run (for benchmarks that reuse it)."""
+    try:
+        first = SYSTEM_CONF.read_text().splitlines()[0]
+    except (OSError, IndexError):
+        return None
+    if first.startswith(MARKER):
+        cluster = LocalSlurmCluster(first[len(MARKER):].strip(), install=False)
+        return cluster if cluster.is_running() else None
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m movebench.testcluster",

@@ -31,6 +31,8 @@ import tempfile
 
 import numpy as np
 
+from movebench.core.timing import calibrate
+
 MAX_PIECE = 16 * 2**20
 
 
@@ -46,15 +48,6 @@ def copy_loop(comm, src, dst, iterations: int) -> tuple[float, int, dict]:
     return elapsed, comm.size * src.nbytes * iterations, {"iterations": iterations}
 
 
-def calibrate(run, seconds: float) -> int:
-    """Iterations that make a repetition last about `seconds`; every rank gets the same slowest time."""
-    iterations, elapsed = 1, 0.0
-    while iterations < 1 << 30:
-        elapsed = run(iterations)[0]
-        if elapsed >= seconds / 8:
-            break
-        iterations *= 8 if elapsed < seconds / 256 else 2
-    return max(1, round(iterations * seconds / max(elapsed, 1e-9)))
 
 
 def fio_argv(pattern: str, jobs: int, size_per_proc: int, folder: str, runs: int = 1) -> list[str]:

@@ -39,6 +39,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from movebench.core.timing import calibrate
+
 PAIRED = ("uni", "bidi")
 _TAG_DATA = 100
 
@@ -213,18 +215,6 @@ def run_shuffle(comm, tuples, message_size, window, sent_checksum, dest_of=desti
     return exchange_s, comm.allreduce(received), extras
 
 
-def calibrate(stream, seconds: float) -> int:
-    """Iterations that make a repetition last about `seconds` (IMB's -time idea; OSU fixes loop counts).
-
-    Every rank gets the same slowest-rank time from the kernel, so all choose the same count.
-    """
-    iterations, elapsed = 1, 0.0
-    while iterations < 1 << 30:
-        elapsed = stream(iterations)[0]
-        if elapsed >= seconds / 8:
-            break
-        iterations *= 8 if elapsed < seconds / 256 else 2
-    return max(1, round(iterations * seconds / max(elapsed, 1e-9)))
 
 
 def main(argv=None):

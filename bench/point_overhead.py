@@ -61,7 +61,7 @@ out = {}
 t = time.perf_counter(); envinfo.capture(); out["envinfo.capture"] = time.perf_counter() - t
 comm.Barrier()
 t = time.perf_counter(); mpi_meta(comm); out["mpi_meta"] = time.perf_counter() - t
-pairs = PairStream(comm, memory.allocate(4096), memory.allocate(4096), 4096, 64, False)
+pairs = PairStream(comm, memory.allocate_bytes(4096), memory.allocate_bytes(4096), 4096, 64, False)
 comm.Barrier()
 t = time.perf_counter()
 kernel.calibrate(lambda n: (pairs.run(n, kernel.osu_skip(4096)),), 0.25)

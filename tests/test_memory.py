@@ -66,3 +66,29 @@ def test_sysfs_choice_is_the_bracketed_word(tmp_path):
 def test_unknown_mode_is_refused():
     with pytest.raises(ValueError, match="memory mode 'huge': use one of 4k, thp, numpy"):
         memory.allocate(10, mode="huge")
+
+
+@pytest.mark.parametrize("mode", memory.MEMORY_MODES)
+def test_allocate_bytes_gives_a_touched_writable_byte_view(mode):
+    view = memory.allocate_bytes(10_000, mode, fill=7)
+    assert isinstance(view, memoryview) and view.format == "B" and view.nbytes == 10_000
+    assert not view.readonly and view.tobytes() == bytes([7]) * 10_000
+    assert memory.buffer_facts(view)["nbytes"] == 10_000
+
+
+def test_allocate_bytes_and_allocate_place_memory_alike():
+    """The bytes the streaming kernels take and the arrays bcast takes are the same mappings."""
+    for view, array in ((memory.allocate_bytes(4 * MiB, "4k"), memory.allocate(4 * MiB, mode="4k")),):
+        assert memory.buffer_facts(view)["address_mod_4k"] == memory.buffer_facts(array)["address_mod_4k"] == 0
+        assert memory.buffer_facts(view)["huge_page_bytes"] == memory.buffer_facts(array)["huge_page_bytes"] == 0
+    if THP_AVAILABLE:
+        view = memory.allocate_bytes(3 * MiB, "thp")
+        facts = memory.buffer_facts(view)
+        assert facts["address_mod_2m"] == 0 and facts["huge_page_bytes"] == 3 * MiB
+
+
+def test_address_is_where_the_bytes_are():
+    array = memory.allocate(64, mode="4k")
+    view = memoryview(array)
+    assert memory.address(view) == memory.address(array) == array.ctypes.data
+    assert memory.address(view[8:]) == array.ctypes.data + 8

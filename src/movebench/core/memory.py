@@ -2,7 +2,10 @@
 
 The page size behind a buffer moves large-message figures by up to 1.6x either way on this
 machine (docs/kernels.md), as much as the effect being measured, so it is chosen, not inherited:
-`allocate(shape, dtype, mode)` maps fresh anonymous memory and asks the kernel for its pages.
+`allocate_bytes(nbytes, mode)` maps fresh anonymous memory and asks the kernel for its pages;
+`allocate(shape, dtype, mode)` is a numpy array over the same memory. The streaming kernels take
+the bytes (a memoryview) and never import numpy: in a rank that is 0.18 s of a point's fixed cost
+here (docs/kernels.md, section 8), and the buffers, pages and alignment are the same either way.
 
 - "4k": base pages only (madvise MADV_NOHUGEPAGE), whatever the system's THP setting. What OSU's
   page-aligned posix_memalign gets on a system whose THP is `madvise` or `never`.
@@ -17,13 +20,13 @@ per buffer its alignment and how many of its bytes sit in huge pages (from /proc
 
 from __future__ import annotations
 
+import ctypes
 import math
 import mmap
 import os
 import re
+import sys
 from pathlib import Path
-
-import numpy as np
 
 MEMORY_MODES = ("4k", "thp", "numpy")
 THP = Path("/sys/kernel/mm/transparent_hugepage")
@@ -51,37 +54,60 @@ def huge_page_size() -> int:
         return DEFAULT_HUGE_PAGE
 
 
-def allocate(shape, dtype="uint8", mode: str = "4k", fill=0) -> np.ndarray:
-    """A C-contiguous array in fresh memory of the given page mode, every page written (touched) once.
+def allocate_bytes(nbytes: int, mode: str = "4k", fill: int | None = 0) -> memoryview:
+    """`nbytes` of fresh memory of the given page mode as a writable byte memoryview, every page written once
+    (with `fill`; None leaves the writing to the caller). The view keeps its mapping alive."""
+    if mode not in MEMORY_MODES:
+        raise ValueError(f"memory mode {mode!r}: use one of {', '.join(MEMORY_MODES)}")
+    if mode == "numpy":
+        import numpy as np
 
-    The array keeps its mapping alive (its base); the memory goes back when the array is collected.
-    """
+        view = memoryview(np.empty(nbytes, dtype=np.uint8))
+    else:
+        page = mmap.PAGESIZE
+        if mode == "4k":
+            region = mmap.mmap(-1, max(page, -(-nbytes // page) * page), flags=_PRIVATE)
+            region.madvise(mmap.MADV_NOHUGEPAGE)
+            offset = 0
+        else:
+            huge = huge_page_size()
+            span = max(huge, -(-nbytes // huge) * huge)
+            region = mmap.mmap(-1, span + huge, flags=_PRIVATE)
+            offset = (-address(region)) % huge
+            region.madvise(mmap.MADV_HUGEPAGE, offset, span)
+        view = memoryview(region)[offset:offset + nbytes]
+    if fill is not None and nbytes:
+        view[:] = bytes((fill,)) * nbytes
+    return view
+
+
+def allocate(shape, dtype="uint8", mode: str = "4k", fill=0):
+    """A C-contiguous numpy array over `allocate_bytes` memory, every element set to `fill`."""
+    import numpy as np
+
     if mode not in MEMORY_MODES:
         raise ValueError(f"memory mode {mode!r}: use one of {', '.join(MEMORY_MODES)}")
     dtype = np.dtype(dtype)
     shape = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
     count = math.prod(shape)
-    nbytes = count * dtype.itemsize
     if mode == "numpy":
         array = np.empty(shape, dtype=dtype)
-        array.fill(fill)
-        return array
-    page = mmap.PAGESIZE
-    if mode == "4k":
-        length = max(page, -(-nbytes // page) * page)
-        region = mmap.mmap(-1, length, flags=_PRIVATE)
-        region.madvise(mmap.MADV_NOHUGEPAGE)
-        offset = 0
     else:
-        huge = huge_page_size()
-        span = max(huge, -(-nbytes // huge) * huge)
-        region = mmap.mmap(-1, span + huge, flags=_PRIVATE)
-        base = np.frombuffer(region, dtype=np.uint8, count=1).ctypes.data
-        offset = (-base) % huge
-        region.madvise(mmap.MADV_HUGEPAGE, offset, span)
-    array = np.frombuffer(region, dtype=dtype, count=count, offset=offset).reshape(shape)
+        array = np.frombuffer(allocate_bytes(count * dtype.itemsize, mode, fill=None), dtype=dtype,
+                              count=count).reshape(shape)
     array.fill(fill)
     return array
+
+
+def address(buffer) -> int:
+    """Where a buffer (numpy array, memoryview, mmap) starts in this process's memory."""
+    interface = getattr(buffer, "__array_interface__", None)
+    if interface is not None:
+        return interface["data"][0]
+    view = memoryview(buffer)
+    if view.readonly:
+        raise ValueError("address of a read-only buffer")
+    return ctypes.addressof(ctypes.c_char.from_buffer(view)) if view.nbytes else 0
 
 
 def _vmas():
@@ -95,14 +121,15 @@ def _vmas():
         yield int(head.group(1), 16), int(head.group(2), 16), int(huge.group(1)) * 1024 if huge else 0
 
 
-def huge_bytes(array: np.ndarray, vmas=None) -> int | None:
-    """Bytes of `array` backed by huge pages (None where /proc/self/smaps cannot be read).
+def huge_bytes(array, vmas=None) -> int | None:
+    """Bytes of `array` (numpy array or byte buffer) backed by huge pages (None where /proc/self/smaps is unreadable).
 
     smaps counts huge pages per mapping, and a huge page fills an aligned slot of its mapping: the
     answer is exact when the mapping holds this array alone (as `allocate`'s do), an upper bound
     when neighbours share it.
     """
-    lo, hi, page = array.ctypes.data, array.ctypes.data + array.nbytes, huge_page_size()
+    lo = address(array)
+    hi, page = lo + memoryview(array).nbytes, huge_page_size()
     try:
         vmas = list(_vmas()) if vmas is None else vmas
     except OSError:
@@ -121,25 +148,27 @@ def system_facts() -> dict:
     """The machine's memory settings that change what a buffer's pages are."""
     env = {k: v for k, v in sorted(os.environ.items())
            if k == "GLIBC_TUNABLES" or k.startswith(("MALLOC_", "NUMPY_MADVISE"))}
-    try:
-        from numpy._core.multiarray import _get_madvise_hugepage
+    numpy_advises = None  # unknown, or numpy not loaded in this kernel (its buffers are then not numpy's)
+    if "numpy" in sys.modules:
+        try:
+            from numpy._core.multiarray import _get_madvise_hugepage
 
-        numpy_advises = bool(_get_madvise_hugepage())
-    except ImportError:
-        numpy_advises = None
+            numpy_advises = bool(_get_madvise_hugepage())
+        except ImportError:
+            pass
     return {"page_size": mmap.PAGESIZE, "huge_page_size": huge_page_size(),
             "thp_enabled": _setting(THP / "enabled"), "thp_defrag": _setting(THP / "defrag"),
             "thp_shmem_enabled": _setting(THP / "shmem_enabled"), "allocator_env": env,
             "numpy_madvise_hugepage": numpy_advises}
 
 
-def buffer_facts(array: np.ndarray, vmas=None) -> dict:
-    address = array.ctypes.data
-    return {"nbytes": int(array.nbytes), "address_mod_4k": address % 4096,
-            "address_mod_2m": address % (2 << 20), "huge_page_bytes": huge_bytes(array, vmas)}
+def buffer_facts(array, vmas=None) -> dict:
+    start = address(array)
+    return {"nbytes": memoryview(array).nbytes, "address_mod_4k": start % 4096,
+            "address_mod_2m": start % (2 << 20), "huge_page_bytes": huge_bytes(array, vmas)}
 
 
-def memory_facts(mode: str, buffers: dict[str, np.ndarray]) -> dict:
+def memory_facts(mode: str, buffers: dict) -> dict:
     """For a point's meta: the mode asked for, the system's settings and what each named buffer got."""
     try:
         vmas = list(_vmas())

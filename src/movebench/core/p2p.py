@@ -9,11 +9,13 @@ W messages of `size` bytes in flight per iteration, receives posted before sends
 
 Every repetition is verified: the receive buffer is zeroed before it (untimed) and must hold the
 peer's bytes after it. Each rank sends its own pattern, so a stale or misdirected receive shows.
+Buffers are any writable byte buffers (movebench.core.memory.allocate_bytes, or numpy arrays):
+nothing here needs numpy, so a streaming rank never imports it.
 """
 
 from __future__ import annotations
 
-import numpy as np
+_PERIOD = 251  # the pattern's period: (i * 7) mod 251 repeats every 251 bytes
 
 ACK_BYTES = 4
 TAG_DATA, TAG_ACK = 100, 101
@@ -25,19 +27,20 @@ def pair(rank: int, ranks: int) -> tuple[bool, int]:
     return (rank < half, rank + half) if rank < half else (False, rank - half)
 
 
-def pattern(rank: int, size: int) -> np.ndarray:
-    """The bytes rank `rank` sends: differ between ranks and along the message."""
-    return ((np.arange(size, dtype=np.uint32) * 7 + 31 * rank + 1) % 251).astype(np.uint8)
+def pattern(rank: int, size: int) -> bytes:
+    """The bytes rank `rank` sends, (7 i + 31 rank + 1) mod 251 at byte i: differ between ranks and along it."""
+    period = bytes((i * 7 + 31 * rank + 1) % _PERIOD for i in range(_PERIOD))
+    return (period * (size // _PERIOD + 1))[:size]
 
 
 class PairStream:
     """One point's uni or bidi stream: its requests, buffers and the expected receive, made once.
 
-    `sbuf` and `rbuf` are byte arrays of at least `size` bytes (movebench.core.memory.allocate);
+    `sbuf` and `rbuf` are writable byte buffers of at least `size` bytes (movebench.core.memory.allocate_bytes);
     `sbuf` is filled with this rank's pattern. Call `free()` (or use `with`) before MPI ends.
     """
 
-    def __init__(self, comm, sbuf: np.ndarray, rbuf: np.ndarray, size: int, window: int, bidirectional: bool):
+    def __init__(self, comm, sbuf, rbuf, size: int, window: int, bidirectional: bool):
         from mpi4py import MPI
 
         if comm.size % 2:
@@ -45,10 +48,12 @@ class PairStream:
         self.comm, self.size, self.window, self.bidirectional = comm, size, window, bidirectional
         self.first, self.peer = pair(comm.rank, comm.size)
         self.sbuf, self.rbuf = sbuf, rbuf
-        sbuf[:size] = pattern(comm.rank, size)
+        memoryview(sbuf).cast("B")[:size] = pattern(comm.rank, size)
         self.receives = bidirectional or not self.first
         self.expected = pattern(self.peer, size) if self.receives else None
-        self.ack = np.zeros(ACK_BYTES, dtype=np.uint8)
+        self._received = memoryview(rbuf).cast("B")[:size]
+        self._zeros = bytes(size) if self.receives else b""
+        self.ack = bytearray(ACK_BYTES)
         self._ack = [self.ack, ACK_BYTES, MPI.BYTE]
         smsg, rmsg = [sbuf, size, MPI.BYTE], [rbuf, size, MPI.BYTE]
         recvs = [comm.Recv_init(rmsg, self.peer, TAG_DATA) for _ in range(window)] if self.receives else []
@@ -63,7 +68,7 @@ class PairStream:
         comm, peer, reqs, ack = self.comm, self.peer, self.requests, self._ack
         startall, waitall, wtime = MPI.Prequest.Startall, MPI.Request.Waitall, MPI.Wtime
         if self.receives:
-            self.rbuf[: self.size] = 0
+            self._received[:] = self._zeros
         uni_sender = not self.bidirectional and self.first
         uni_receiver = not self.bidirectional and not self.first
         comm.Barrier()
@@ -84,13 +89,14 @@ class PairStream:
         """Whether every receiving rank holds its peer's bytes (collective)."""
         from mpi4py import MPI
 
-        ok = not self.receives or bool(np.array_equal(self.rbuf[: self.size], self.expected))
+        ok = not self.receives or self._received.tobytes() == self.expected  # memcmp; a memoryview == compares per byte
         return self.comm.allreduce(ok, op=MPI.LAND)
 
     def free(self) -> None:
         for request in self.requests:
             request.Free()
         self.requests = []
+        self._received.release()
 
     def __enter__(self):
         return self

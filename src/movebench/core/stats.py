@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 SUMMARY_FIELDS = ("n", "median", "mean", "std", "min", "max", "p5", "p95", "ci_low", "ci_high", "ci_exact")
 
 
@@ -39,6 +37,8 @@ def median_ci_ranks(n: int, confidence: float = 0.95) -> tuple[int, int, bool]:
 
 def summarize(values) -> dict:
     """n, median, mean, std (sample), min, max, p5, p95 and the median's 95% CI."""
+    import numpy as np  # here, not above: kernels use median_ci_ranks and their ranks need not load numpy
+
     x = np.sort(np.asarray([v for v in values if v is not None and not math.isnan(v)], dtype=float))
     if x.size == 0:
         return {f: None for f in SUMMARY_FIELDS} | {"n": 0}

@@ -37,9 +37,15 @@ calls whatever the window, so small messages measure MPI rather than the loop (d
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
 
 from movebench.core.timing import calibrate
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# numpy is imported by the data-dependent shuffle's functions only: uni, bidi and alltoall ranks move
+# bytes (core.memory.allocate_bytes) and never load it, 0.18 s of a point's fixed cost (docs/kernels.md).
 
 PAIRED = ("uni", "bidi")
 _TAG_DATA = 100
@@ -91,24 +97,30 @@ def stream_alltoall(comm, size, window, iterations, sbuf, rbufs, skip=0):
 
 # --- the data-dependent shuffle ---
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_GOLDEN = 0x9E3779B97F4A7C15
 
 
 def key_hash(keys: np.ndarray) -> np.ndarray:
     """splitmix64's finaliser: spreads consecutive (and Zipf-hot) keys over all ranks."""
+    import numpy as np
+
     with np.errstate(over="ignore"):
-        z = keys.astype(np.uint64) + _GOLDEN
+        z = keys.astype(np.uint64) + np.uint64(_GOLDEN)
         z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
         return z ^ (z >> np.uint64(31))
 
 
 def destination(keys: np.ndarray, ranks: int) -> np.ndarray:
+    import numpy as np
+
     return (key_hash(keys) % np.uint64(ranks)).astype(np.int64)
 
 
 def make_tuples(count: int, tuple_size: int, skew: float, seed: int, rank: int) -> np.ndarray:
     """`count` rows of `tuple_size // 8` uint64 words: the key, then payload words."""
+    import numpy as np
+
     rng = np.random.default_rng([seed, rank])
     words = tuple_size // 8
     tuples = np.empty((count, words), dtype=np.uint64)
@@ -125,6 +137,8 @@ def make_tuples(count: int, tuple_size: int, skew: float, seed: int, rank: int) 
 
 def checksum(tuples: np.ndarray) -> int:
     """Sum over rows of a row hash: equal for any order of the same rows, changed by any flipped bit."""
+    import numpy as np
+
     if tuples.size == 0:
         return 0
     weights = key_hash(np.arange(1, tuples.shape[1] + 1, dtype=np.uint64)) | np.uint64(1)
@@ -135,6 +149,8 @@ def checksum(tuples: np.ndarray) -> int:
 
 def partition(tuples: np.ndarray, ranks: int, dest_of=destination):
     """Rows grouped by destination rank, and how many go to each."""
+    import numpy as np
+
     dest = dest_of(tuples[:, 0], ranks)
     order = np.argsort(dest, kind="stable")
     return tuples[order], np.bincount(dest, minlength=ranks).astype(np.int64)
@@ -142,6 +158,7 @@ def partition(tuples: np.ndarray, ranks: int, dest_of=destination):
 
 def exchange(comm, outgoing: np.ndarray, counts: np.ndarray, message_size: int, window: int):
     """Counts by Alltoall, then tuples in `message_size` pieces, at most `window` sends in flight."""
+    import numpy as np
     from mpi4py import MPI
 
     n, rank, row_bytes = comm.size, comm.rank, outgoing.shape[1] * 8
@@ -174,6 +191,7 @@ def exchange(comm, outgoing: np.ndarray, counts: np.ndarray, message_size: int, 
 
 def verify(comm, incoming: np.ndarray, sent_total: int, sent_checksum: int, dest_of=destination) -> str | None:
     """None when the shuffle kept every tuple and each landed on its owner, else why not."""
+    import numpy as np
     from mpi4py import MPI
 
     misrouted = int(np.count_nonzero(dest_of(incoming[:, 0], comm.size) != comm.rank))
@@ -236,7 +254,7 @@ def main(argv=None):
     mode = point.get("memory_mode", "4k")
     pairs, buffers = None, {}
     if pattern in PAIRED:
-        buffers = {"send": memory.allocate(size, "uint8", mode), "recv": memory.allocate(size, "uint8", mode)}
+        buffers = {"send": memory.allocate_bytes(size, mode), "recv": memory.allocate_bytes(size, mode)}
         pairs = PairStream(comm, buffers["send"], buffers["recv"], size, window, pattern == "bidi")
 
         def stream(iterations):
@@ -247,8 +265,8 @@ def main(argv=None):
                 extras.update(ok=False, error="a receive buffer does not hold its peer's bytes after the repetition")
             return elapsed, nbytes, extras
     elif pattern == "alltoall":
-        buffers = {"send": memory.allocate(size, "uint8", mode, fill=1)}
-        buffers.update({f"recv{k}": memory.allocate(size, "uint8", mode) for k in range(1, comm.size)})
+        buffers = {"send": memory.allocate_bytes(size, mode, fill=1)}
+        buffers.update({f"recv{k}": memory.allocate_bytes(size, mode) for k in range(1, comm.size)})
         rbufs = [buffers[f"recv{k}"] for k in range(1, comm.size)]
 
         def stream(iterations):

@@ -6,9 +6,11 @@ Run:
   .venv/bin/python bench/verdict.py ab CONFIG NAME=VALUE   # run once plainly, once with an environment variable
   .venv/bin/python bench/verdict.py window [CONFIG|--small]  # the issue's benchmark: A, A again, and B with
                                                            # shuffle window 1 instead of 64; A/A and A/B verdicts
+  .venv/bin/python bench/verdict.py window-verdicts A A2 B   # the same verdicts of three kept results folders
 
 `window` runs CONFIG (default: the default campaign) twice and once more with shuffle's window 64
-replaced by 1, then prints the verdict counts per family of A/A and of A/B, the A/B matched with
+replaced by 1, then prints the verdict counts per family of A/A and of A/B (and of A/B again at the
+thresholds the A/A pair's launch-to-launch spread asks for: `--noise-from`), the A/B matched with
 `--match-ignoring window=64:1` (BASE's window-64 points against NEW's window-1 points; every other
 family's points against themselves, as in A/A). `--small` runs a campaign of about a minute
 instead (shuffle uni and bidi at 4 KiB and 256 KiB, windows 1 and 64, with its memcpy bounds).
@@ -105,11 +107,34 @@ SMALL = {
 }
 
 
+def window_verdicts(a: Path, a2: Path, b: Path) -> None:
+    """The verdict counts of A/A and of A/B (B's window 1 against A's 64), then A/B again at the thresholds the
+    A/A pair's launch-to-launch spread asks for (`compare A B --noise-from A A2`)."""
+    from movebench import compare
+
+    ignoring = compare.parse_match_ignoring(["window=64:1"])
+    aa = compare.compare(a, a2)
+    noise = compare.thresholds_from_noise(aa)
+    at_noise = {key: n.threshold for key, n in noise.items()}
+    for title, frame in (("A/A", aa),
+                         ("A/B (compare A B --match-ignoring window=64:1)",
+                          compare.compare(a, b, match_ignoring=ignoring)),
+                         ("A/B at the A/A pair's thresholds (--noise-from A A2)",
+                          compare.compare(a, b, at_noise, match_ignoring=ignoring))):
+        print(f"\n{title}")
+        for line in compare.summary_lines(frame):
+            print("  " + line)
+        counts = frame.groupby(["family", "verdict"]).size().unstack(fill_value=0)
+        print(counts.to_string())
+    print("\nthresholds from the A/A pair:")
+    for key, n in noise.items():
+        print(f"  {key} {n.threshold:.0%} (RMS log ratio {n.rms_log_ratio:.3f}, {n.points} points)")
+
+
 def window(config_path: str | None) -> None:
     """A, A again, B with shuffle window 64 -> 1; the verdict counts of A/A and of A/B (matched ignoring window)."""
     import copy
 
-    from movebench import compare
 
     config = SMALL if config_path is None else yaml.safe_load(Path(config_path).read_text())
     changed = copy.deepcopy(config)
@@ -117,20 +142,12 @@ def window(config_path: str | None) -> None:
     if 64 not in windows:
         sys.exit(f"shuffle.windows = {windows}: the benchmark replaces window 64 by 1, so the config needs 64")
     changed["shuffle"]["windows"] = sorted({1 if w == 64 else w for w in windows})
-    ignoring = compare.parse_match_ignoring(["window=64:1"])
     with tempfile.TemporaryDirectory(prefix="movebench-verdict-") as tmp:
         a, a2, b = Path(tmp) / "a", Path(tmp) / "a2", Path(tmp) / "b"
         print(f"{config_path or 'SMALL'}: A, A again, then B with shuffle.windows {changed['shuffle']['windows']} "
               f"instead of {windows}", flush=True)
         loads = [_run(config, a), _run(config, a2), _run(changed, b)]
-        for title, frame in (("A/A", compare.compare(a, a2)),
-                             ("A/B (compare A B --match-ignoring window=64:1)", compare.compare(a, b,
-                                                                                               match_ignoring=ignoring))):
-            print(f"\n{title}")
-            for line in compare.summary_lines(frame):
-                print("  " + line)
-            counts = frame.groupby(["family", "verdict"]).size().unstack(fill_value=0)
-            print(counts.to_string())
+        window_verdicts(a, a2, b)
         busy = [info["host_load"]["other_cpus"] for info in loads if info.get("host_load")]
         if busy:
             print(f"\nother processes kept {min(busy):.2f}-{max(busy):.2f} of the host's CPUs busy during the "
@@ -142,6 +159,8 @@ def main(argv) -> int:
         calibration()
     elif argv[0] == "aa":
         campaigns(argv[1] if len(argv) > 1 else str(ROOT / "config" / "config.yaml"), None)
+    elif argv[0] == "window-verdicts" and len(argv) == 4:
+        window_verdicts(*map(Path, argv[1:]))
     elif argv[0] == "window" and len(argv) <= 2:
         small = len(argv) == 2 and argv[1] == "--small"
         window(None if small else (argv[1] if len(argv) == 2 else str(ROOT / "config" / "config.yaml")))

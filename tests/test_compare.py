@@ -177,6 +177,55 @@ def test_thresholds_per_family_and_measure(tmp_path):
     assert compare.threshold_for({"shuffle": {"default": 0.2}, "shuffle.x_s": 0.3}, "shuffle", "x_s") == 0.3
 
 
+def _launches(root, effects: dict, seed: int):
+    """A campaign of several uni points, each launch moving a point's figures by its own factor."""
+    points = {f"pattern~uni/nodes~1/ranks~2/message_size~{1024 << k}/window~8": _times(
+        10, effects.get(k, 1.0), seed=seed * 100 + k) for k in range(6)}
+    return write_results(root, points), list(points)
+
+
+def test_thresholds_from_an_aa_pair_absorb_launch_to_launch_spread(tmp_path, capsys):
+    # one campaign run twice: every launch moves each point by a few to 25 percent (placement, pages), far
+    # beyond the 2% spread within a launch, so plain verdicts call an A/A pair improved and regressed
+    a, points = _launches(tmp_path / "a", {0: 1.25, 1: 0.9, 2: 1.05, 4: 0.95}, seed=1)
+    a2, _ = _launches(tmp_path / "a2", {}, seed=2)
+    a3, _ = _launches(tmp_path / "a3", {1: 1.2, 3: 0.9, 5: 1.06}, seed=3)
+    plain = compare.compare(a2, a3)
+    assert {"improved", "regressed"} & set(plain["verdict"])
+    noise = compare.thresholds_from_noise(compare.compare(a, a2))
+    assert set(noise) == {"shuffle.elapsed_s", "shuffle.bandwidth_Bps"}
+    t = noise["shuffle.elapsed_s"]
+    logs = [math.log(f) for f in (1.25, 0.9, 1.05, 1.0, 0.95, 1.0)]
+    rms = math.sqrt(sum(v * v for v in logs) / 6)
+    assert t.points == 6 and t.rms_log_ratio == pytest.approx(rms, rel=0.15) and t.raised
+    assert t.threshold == pytest.approx(math.exp(compare.NOISE_Z * t.rms_log_ratio) - 1)
+    assert t.largest_ratio == pytest.approx(1.25, rel=0.05)
+    thresholds = {k: n.threshold for k, n in noise.items()}
+    # another A/A pair judged at those thresholds: nothing improved or regressed
+    assert not {"improved", "regressed"} & set(compare.compare(a2, a3, thresholds)["verdict"])
+    # a change beyond the launch spread is still found
+    slow = write_results(tmp_path / "b", {p: _times(10, 2.0 if k == 2 else 1.0, seed=400 + k)
+                                          for k, p in enumerate(points)})
+    judged = compare.compare(a2, slow, thresholds)
+    assert _row(judged, points[2], "elapsed_s").verdict == "regressed"
+    # never below the floor: a quiet pair keeps the threshold asked for
+    quiet = compare.thresholds_from_noise(compare.compare(a2, a2), {"default": 0.1})
+    assert all(n.threshold == 0.1 and not n.raised for n in quiet.values())
+    # the command: --noise-from prints what it derived and judges with it
+    assert main(["compare", str(a2), str(a3), "--noise-from", str(a), str(a2), "--out", str(tmp_path / "o"),
+                 "--fail-on", "regressed", "--fail-on", "improved"]) == 0
+    printed = capsys.readouterr().out
+    assert "thresholds from the A/A pair" in printed and "shuffle.elapsed_s: " in printed
+    assert main(["compare", str(a2), str(a3), "--out", str(tmp_path / "o"), "--fail-on", "improved",
+                 "--fail-on", "regressed"]) == 1
+    assert main(["compare", str(a2), str(a3), "--noise-from", str(a), str(tmp_path / "none")]) == 2
+    assert main(["compare", str(a2), str(a3), "--noise-from", str(a)]) == 2
+    assert "at least twice" in capsys.readouterr().err
+    # three runs: every pair's ratios pooled
+    three = compare.noise_thresholds([a, a2, a3])
+    assert three["shuffle.elapsed_s"].points == 18 and three["shuffle.elapsed_s"].threshold > 0.05
+
+
 def test_a_busy_host_is_warned_about(tmp_path):
     busy = {"host_load": {"cpus": 2, "busy_cpus": 2.0, "campaign_cpus": 0.5, "other_cpus": 1.5}}
     base = write_results(tmp_path / "a", {POINT_4K: _times(8)}, run=busy)

@@ -347,3 +347,41 @@ def test_kv_is_bounded_by_the_memcpy_of_its_clients_and_managers(tmp_path):
     texts = [i["text"] for i in findings.build(sections, None, {})]
     line = next(t for t in texts if t.startswith("kv: batch_put / put (aggregate bandwidth): 4KiB (1 node(s)): "))
     assert float(re.search(r": ([\d.]+)x \[", line).group(1)) == pytest.approx(5, rel=0.05)
+
+
+def test_compare_noise_from_sets_the_sections_thresholds_from_an_aa_pair(tmp_path):
+    def run(factors, seed):
+        rows = []
+        for k, size in enumerate((1, 4, 16, 64)):
+            rows += stream("uni", 4e9 * factors.get(k, 1.0), size=size * KiB, seed=seed + k)
+        return rows
+
+    # one campaign launched three times moves each point by up to 30% from launch to launch
+    a = write_tables(tmp_path / "a", "shuffle", run({0: 1.3, 1: 0.85, 2: 1.1}, 10))
+    a2 = write_tables(tmp_path / "a2", "shuffle", run({}, 20))
+    base = write_tables(tmp_path / "base", "shuffle", run({}, 30))
+    sections = {"shuffle": section("shuffle", run({1: 1.25, 3: 0.9}, 40))}
+    plain = campaign(tmp_path, compare_to=str(base))
+    assert {"improved", "regressed"} & set(
+        report_verdicts.comparison(plain, report_verdicts.results_of(plain, sections))["frame"]["verdict"])
+    cfg = campaign(tmp_path, compare_to=str(base), compare_noise_from=[str(a), str(a2)])
+    assert config.validate({**cfg, "shuffle": {}})["campaign"]["compare_noise_from"] == [str(a), str(a2)]
+    assert set(report_verdicts.inputs(cfg)["compare_to"]) >= {str(a / "tables" / "shuffle.parquet"),
+                                                              str(a2 / "tables" / "shuffle_points.csv")}
+    comparison = report_verdicts.comparison(cfg, report_verdicts.results_of(cfg, sections))
+    assert not {"improved", "regressed"} & set(comparison["frame"]["verdict"])
+    noise = {n["key"]: n for n in comparison["noise"]}
+    assert noise["shuffle.bandwidth_Bps"]["raised"] and noise["shuffle.bandwidth_Bps"]["threshold"] > 0.3
+    html = report.render_html(cfg, sections)
+    assert "Thresholds from the launch-to-launch spread of one campaign run 2 times" in html
+    assert "shuffle.bandwidth_Bps" in html
+
+
+@pytest.mark.parametrize("keys, problem", [
+    ({"compare_noise_from": ["/x", "/y"]}, "campaign.compare_noise_from = [/x, /y]: sets compare_to's thresholds"),
+    ({"compare_noise_from": ["/x"]}, "campaign.compare_noise_from"),
+])
+def test_compare_noise_from_needs_compare_to_and_two_folders(keys, problem):
+    with pytest.raises(config.ConfigError) as error:
+        config.validate({"campaign": {"name": "x", **keys}, "shuffle": {}})
+    assert problem in error.value.message()

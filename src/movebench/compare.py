@@ -182,6 +182,65 @@ def threshold_for(thresholds: dict | None, family: str, measure: str) -> float:
     return DEFAULT_THRESHOLD
 
 
+#: z of a two-sided 1% level, the verdict's own: a launch-to-launch ratio beyond exp(z * sd) happens by chance
+#: in about 1% of point-measures when log ratios between launches are normal with that sd.
+NOISE_Z = 2.576
+#: The fewest judged point-measures of a family and measure whose A/A spread sets a threshold.
+NOISE_MIN_POINTS = 3
+
+
+@dataclass(frozen=True)
+class NoiseThreshold:
+    """What an A/A pair says one family's measure needs: `threshold` from the RMS of `points` log ratios."""
+
+    family: str
+    measure: str
+    points: int
+    rms_log_ratio: float
+    largest_ratio: float
+    threshold: float
+    raised: bool  # above what the other thresholds already asked for
+
+
+def noise_thresholds(folders, floor: dict | None = None, allow_different: bool = False) -> dict[str, NoiseThreshold]:
+    """`thresholds_from_noise` of every pair of `folders`: results folders (or `Results`) of one campaign run
+    two or more times."""
+    runs = [f if isinstance(f, Results) else read_results(f) for f in folders]
+    if len(runs) < 2:
+        raise ValueError("the launch-to-launch spread needs one campaign run at least twice: give two folders or more")
+    pairs = [compare(runs[i], runs[j], floor, allow_different=allow_different)
+             for i in range(len(runs)) for j in range(i + 1, len(runs))]
+    return thresholds_from_noise(pairs, floor)
+
+
+def thresholds_from_noise(aa, floor: dict | None = None) -> dict[str, NoiseThreshold]:
+    """Per `family.measure`, the practical threshold that the launch-to-launch spread of A/A pairs asks for.
+
+    `aa` is `compare(A, A2)` of one campaign run twice, or a list of such tables (every pair of three or
+    more runs: their ratios are pooled). Each side's repetitions come from one launch, so
+    the verdict's test sees the spread within a launch only; what changes from launch to launch (where
+    ranks and pages land, the host's other work) shows in the A/A ratios. Under no change the log ratio
+    of a later comparison has the A/A log ratios' spread (both are differences of two launches), so the
+    threshold is exp(NOISE_Z * RMS(log ratio)) - 1, the RMS over the family's judged point-measures
+    (pooled: one pair gives one ratio per point; `points` counts ratios), and never below the threshold `floor` gives
+    (`--threshold`'s dict). Families with fewer than NOISE_MIN_POINTS judged point-measures keep the floor.
+    """
+    aa = pd.concat(aa, ignore_index=True) if isinstance(aa, list) else aa
+    judged = aa[~aa["verdict"].isin((ONLY_BASE, ONLY_NEW, NOT_COMPARABLE))]
+    out = {}
+    for (family, measure), rows in judged.groupby(["family", "measure"], sort=True):
+        logs = [math.log(r) for r in rows["ratio"] if r and r > 0 and math.isfinite(r)]
+        if len(logs) < NOISE_MIN_POINTS:
+            continue
+        rms = math.sqrt(sum(v * v for v in logs) / len(logs))
+        base = threshold_for(floor, family, measure)
+        spread = math.exp(NOISE_Z * rms) - 1
+        out[f"{family}.{measure}"] = NoiseThreshold(family, measure, len(logs), rms,
+                                                    math.exp(max(abs(v) for v in logs)), max(base, spread),
+                                                    spread > base)
+    return out
+
+
 def point_fingerprint(meta: dict | None) -> dict:
     """The meta's fingerprint, flattened to "packages.numpy"-style keys (computed for metas older than it)."""
     if meta is None:

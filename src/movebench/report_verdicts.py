@@ -39,12 +39,20 @@ def thresholds(campaign: dict) -> dict:
     return dict(campaign.get("compare_thresholds") or {})
 
 
+def noise_folders(campaign: dict) -> list[Path]:
+    """campaign.compare_noise_from: one campaign's runs whose launch-to-launch spread sets compare_to's thresholds."""
+    return [Path(p).expanduser() for p in campaign.get("compare_noise_from") or []]
+
+
 def inputs(config: dict) -> dict[str, list[str]]:
-    """The report rule's inputs beyond this campaign's tables: the compared campaign's tables, the references."""
+    """The report rule's inputs beyond this campaign's tables: the compared campaign's tables (and the A/A pair's
+    of compare_noise_from), the references."""
     campaign = config["campaign"]
     folder, refs = compare_folder(campaign), references_file(campaign)
-    return {"compare_to": [str(p) for p in compare.table_files(folder)] if folder else [],
-            "references": [str(refs)] if refs else []}
+    compared = [str(p) for p in compare.table_files(folder)] if folder else []
+    for pair_folder in noise_folders(campaign) if folder else []:
+        compared += [str(p) for p in compare.table_files(pair_folder)]
+    return {"compare_to": compared, "references": [str(refs)] if refs else []}
 
 
 def config_problems(config: dict) -> list[tuple[str, object, str]]:
@@ -63,6 +71,15 @@ def config_problems(config: dict) -> list[tuple[str, object, str]]:
         elif not list((folder / "tables").glob("*.parquet")):
             problems.append(("campaign.compare_to", campaign["compare_to"],
                              "has no tables (tables/<family>.parquet): name the results_dir of a finished campaign"))
+    noise = campaign.get("compare_noise_from")
+    if noise and folder is None:
+        problems.append(("campaign.compare_noise_from", noise,
+                         "sets compare_to's thresholds, and compare_to is not set: set it, or leave this null"))
+    for pair_folder in noise_folders(campaign):
+        if not list((pair_folder / "tables").glob("*.parquet")):
+            problems.append(("campaign.compare_noise_from", noise,
+                             f"{pair_folder}: no tables (tables/<family>.parquet): name the results_dirs of "
+                             "one campaign run two or more times"))
     problems += _threshold_problems(campaign.get("compare_thresholds") or {})
     refs = references_file(campaign)
     if refs is not None:
@@ -147,6 +164,11 @@ def comparison(config: dict, results: compare.Results) -> dict | None:
         return None
     base = compare.read_tables(folder)
     given = thresholds(campaign)
+    noise = {}
+    pair = noise_folders(campaign)
+    if pair:
+        noise = compare.noise_thresholds([compare.read_tables(f) for f in pair], given)
+        given = {**given, **{key: n.threshold for key, n in noise.items()}}
     frame = compare.compare(base, results, given)
     # this run's host load is written after the report: only BASE's can be known here
     warnings = [w for w in frame.attrs.get("warnings", []) if w.startswith("BASE")]
@@ -155,6 +177,9 @@ def comparison(config: dict, results: compare.Results) -> dict | None:
         "frame": frame,
         "counts": compare.counts(frame),
         "lines": compare.summary_lines(frame),
+        "noise": [{"key": key, "threshold": n.threshold, "rms": n.rms_log_ratio, "points": n.points,
+                   "largest": n.largest_ratio, "raised": n.raised} for key, n in noise.items()],
+        "noise_from": [str(p) for p in pair],
         "warnings": warnings,
         "html": compare.render_section(frame, str(campaign["compare_to"]), campaign["results_dir"], given,
                                        id_prefix="compare-", level=3),

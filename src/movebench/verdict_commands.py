@@ -39,6 +39,9 @@ def add_parsers(sub) -> dict:
     p.add_argument("--threshold", action="append", type=_threshold, default=[], metavar="[FAMILY[.MEASURE]=]T",
                    help="practical threshold, e.g. 0.05 or 5%% (default 5%%); repeat with shuffle=0.1 or "
                         "shuffle.bandwidth_Bps=8%% for a family or a measure")
+    p.add_argument("--noise-from", nargs="+", metavar="A",
+                   help="results folders of one campaign run two or more times (A/A pairs): each family's measure "
+                        "gets the threshold its launch-to-launch spread asks for, never below --threshold's")
     p.add_argument("--fail-on", action="append", choices=COMPARE_FAIL_ON, default=[],
                    help="exit 1 when any point-measure has this verdict (repeatable), e.g. regressed")
     p.add_argument("--allow-different", action="store_true",
@@ -58,11 +61,19 @@ def add_parsers(sub) -> dict:
 
 def run_compare(args) -> int:
     thresholds = dict(args.threshold)
-    for path in (args.base, args.new):
+    for path in (args.base, args.new, *(args.noise_from or ())):
         if not Path(path).is_dir():
             print(f"movebench compare: {path}: no such results folder", file=sys.stderr)
             return 2
+    if args.noise_from and len(args.noise_from) < 2:
+        print("movebench compare: --noise-from needs one campaign's results folder at least twice (A A2 ...)",
+              file=sys.stderr)
+        return 2
+    noise = {}
     try:
+        if args.noise_from:
+            noise = comparing.noise_thresholds(args.noise_from, thresholds, allow_different=args.allow_different)
+            thresholds.update({key: n.threshold for key, n in noise.items()})
         ignoring = comparing.parse_match_ignoring(args.match_ignoring)
         frame = comparing.compare(args.base, args.new, thresholds, allow_different=args.allow_different,
                                   match_ignoring=ignoring)
@@ -72,6 +83,12 @@ def run_compare(args) -> int:
     csv, page = comparing.write(frame, args.out or args.new, str(args.base), str(args.new), thresholds,
                                 args.allow_different)
     print(f"movebench compare: NEW {args.new} against BASE {args.base}")
+    if args.noise_from:
+        print(f"  thresholds from the A/A pairs of {' '.join(args.noise_from)} "
+              f"(exp({comparing.NOISE_Z} x RMS of the log ratios) - 1, never below --threshold's):")
+        for key, n in noise.items():
+            print(f"    {key}: {n.threshold:.1%}{'' if n.raised else ' (the floor)'}, RMS log ratio "
+                  f"{n.rms_log_ratio:.3f} over {n.points} ratios, largest x{n.largest_ratio:.3g}")
     for line in comparing.summary_lines(frame):
         print("  " + line)
     print(f"  wrote {page} and {csv}")

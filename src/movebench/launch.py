@@ -30,7 +30,7 @@ import threading
 import time
 from pathlib import Path
 
-from movebench import cluster, families, machine
+from movebench import families, machine
 from movebench.core import envinfo, records
 from movebench.core.transport import TransportLog, probe_env
 
@@ -391,8 +391,11 @@ def _run_point(args, signals: _Signals) -> int:
         started = time.time()
         reason, rc, watch = None, None, None
         env = kernel_env(task, os.environ)
-        # Under Snakemake's slurm executor the job step hid the allocation's nodes: dragon and Hydra need them.
-        env.update(cluster.allocation_env(env))
+        if "SLURM_JOB_ID" in env:
+            from movebench import cluster  # Slurm's helpers: a local point need not import them
+
+            # Under Snakemake's slurm executor the job step hid the allocation's nodes: dragon and Hydra need them.
+            env.update(cluster.allocation_env(env))
         mpi = families.load(family).launcher == "mpi"
         if mpi:
             env.update(probe_env(env))  # the MPI libraries say which transport they chose (core/transport.py)

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import platform
 import re
 import resource
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
@@ -92,6 +89,21 @@ def package_versions() -> dict:
     return versions
 
 
+def platform_name() -> str:
+    """platform.platform()'s string (Linux-<release>-<machine>-with-glibc<version>) from os.uname and confstr:
+    platform.platform() reads the interpreter's binary to find the C library, 10 ms of every point's meta here."""
+    try:
+        libc = os.confstr("CS_GNU_LIBC_VERSION")  # "glibc 2.36"
+    except (ValueError, OSError, AttributeError):
+        libc = None
+    uname = os.uname()
+    if uname.sysname != "Linux" or not libc:
+        import platform
+
+        return platform.platform()
+    return f"{uname.sysname}-{uname.release}-{uname.machine}-with-{libc.replace(' ', '')}"
+
+
 def cpu_model() -> str | None:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -99,6 +111,8 @@ def cpu_model() -> str | None:
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
+    import platform
+
     return platform.processor() or None
 
 
@@ -107,6 +121,8 @@ def git_commit(cwd=None) -> str | None:
     asks git once and hands it to its points (MOVEBENCH_GIT_COMMIT, empty for none)."""
     if cwd is None and "MOVEBENCH_GIT_COMMIT" in os.environ:
         return os.environ["MOVEBENCH_GIT_COMMIT"] or None
+    import subprocess
+
     cwd = cwd or Path(__file__).resolve().parent
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5)
@@ -120,6 +136,8 @@ def git_commit(cwd=None) -> str | None:
 
 
 def config_hash(config: dict) -> str:
+    import hashlib
+
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -129,7 +147,7 @@ def capture(**extra) -> dict:
         **memory_settings(),
         "hostname": socket.gethostname(),
         "python": sys.version.split()[0],
-        "platform": platform.platform(),
+        "platform": platform_name(),
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
         "packages": package_versions(),

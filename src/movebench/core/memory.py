@@ -20,7 +20,6 @@ per buffer its alignment and how many of its bytes sit in huge pages (from /proc
 
 from __future__ import annotations
 
-import ctypes
 import math
 import mmap
 import os
@@ -104,6 +103,8 @@ def address(buffer) -> int:
     interface = getattr(buffer, "__array_interface__", None)
     if interface is not None:
         return interface["data"][0]
+    import ctypes  # here: only a meta's memory facts need it
+
     view = memoryview(buffer)
     if view.readonly:
         raise ValueError("address of a read-only buffer")

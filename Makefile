@@ -22,6 +22,8 @@ $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[workflow,mpi,mpich,sparse,dragon,azure,test,lint]"
+	# bytecode now: where PYTHONDONTWRITEBYTECODE is set (containers, CI) every rank would compile movebench again
+	$(PY) -m compileall -q src
 	touch $@
 
 install: $(VENV)/.installed  ## create .venv and install movebench with its dependencies

@@ -11,6 +11,7 @@ import secrets
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -467,3 +468,18 @@ exec {MPIEXEC} "$@\"""")
     assert "MY_PERSONAL_ACCESS_TOKEN" not in meta["environment"] and "HTTPS_PROXY" not in meta["environment"]
     log = next((work / "results" / "logs" / "shuffle").rglob("*.log")).read_text()
     assert "sig=***" in log and "https://***@host.example/" in log
+
+
+def test_launch_knows_when_the_kernel_ended(tmp_path):
+    """launch waits on the kernel through a pidfd (woken at its exit) or Popen.wait: running, then ended, with its
+    status; the output was copied."""
+    from movebench import launch
+
+    gate = tmp_path / "go"
+    run = launch._Run([sys.executable, "-c", f"import os, time\nwhile not os.path.exists({str(gate)!r}): "
+                       "time.sleep(0.01)\nprint('done'); raise SystemExit(3)"], dict(os.environ))
+    assert run.ended_within(0.05) is False and run.proc.returncode is None
+    gate.touch()
+    assert run.ended_within(30) is True and run.proc.returncode == 3
+    run.reader.join(timeout=5)
+    assert list(run.tail) == ["done"]

@@ -115,7 +115,7 @@ def window_verdicts(a: Path, a2: Path, b: Path) -> None:
     ignoring = compare.parse_match_ignoring(["window=64:1"])
     aa = compare.compare(a, a2)
     noise = compare.thresholds_from_noise(aa)
-    at_noise = {key: n.threshold for key, n in noise.items()}
+    at_noise = compare.with_noise(None, noise)
     for title, frame in (("A/A", aa),
                          ("A/B (compare A B --match-ignoring window=64:1)",
                           compare.compare(a, b, match_ignoring=ignoring)),

@@ -213,6 +213,11 @@ def noise_thresholds(folders, floor: dict | None = None, allow_different: bool =
     return thresholds_from_noise(pairs, floor)
 
 
+def with_noise(thresholds: dict | None, noise: dict[str, NoiseThreshold]) -> dict:
+    """`thresholds` with each family's measure raised to what `noise` (thresholds_from_noise) asks for."""
+    return {**(thresholds or {}), **{key: n.threshold for key, n in noise.items()}}
+
+
 def thresholds_from_noise(aa, floor: dict | None = None) -> dict[str, NoiseThreshold]:
     """Per `family.measure`, the practical threshold that the launch-to-launch spread of A/A pairs asks for.
 

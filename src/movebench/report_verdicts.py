@@ -168,7 +168,7 @@ def comparison(config: dict, results: compare.Results) -> dict | None:
     pair = noise_folders(campaign)
     if pair:
         noise = compare.noise_thresholds([compare.read_tables(f) for f in pair], given)
-        given = {**given, **{key: n.threshold for key, n in noise.items()}}
+        given = compare.with_noise(given, noise)
     frame = compare.compare(base, results, given)
     # this run's host load is written after the report: only BASE's can be known here
     warnings = [w for w in frame.attrs.get("warnings", []) if w.startswith("BASE")]

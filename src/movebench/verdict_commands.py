@@ -73,7 +73,7 @@ def run_compare(args) -> int:
     try:
         if args.noise_from:
             noise = comparing.noise_thresholds(args.noise_from, thresholds, allow_different=args.allow_different)
-            thresholds.update({key: n.threshold for key, n in noise.items()})
+            thresholds = comparing.with_noise(thresholds, noise)
         ignoring = comparing.parse_match_ignoring(args.match_ignoring)
         frame = comparing.compare(args.base, args.new, thresholds, allow_different=args.allow_different,
                                   match_ignoring=ignoring)

@@ -84,14 +84,12 @@ def allocate(shape, dtype="uint8", mode: str = "4k", fill=0):
     """A C-contiguous numpy array over `allocate_bytes` memory, every element set to `fill`."""
     import numpy as np
 
-    if mode not in MEMORY_MODES:
-        raise ValueError(f"memory mode {mode!r}: use one of {', '.join(MEMORY_MODES)}")
     dtype = np.dtype(dtype)
     shape = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
     count = math.prod(shape)
     if mode == "numpy":
         array = np.empty(shape, dtype=dtype)
-    else:
+    else:  # allocate_bytes refuses an unknown mode
         array = np.frombuffer(allocate_bytes(count * dtype.itemsize, mode, fill=None), dtype=dtype,
                               count=count).reshape(shape)
     array.fill(fill)

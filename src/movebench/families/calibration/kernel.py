@@ -48,8 +48,6 @@ def copy_loop(comm, src, dst, iterations: int) -> tuple[float, int, dict]:
     return elapsed, comm.size * src.nbytes * iterations, {"iterations": iterations}
 
 
-
-
 def fio_argv(pattern: str, jobs: int, size_per_proc: int, folder: str, runs: int = 1) -> list[str]:
     """fio writing as io's posix backend does for `pattern` with `jobs` ranks (see the module docstring), `runs`
     times one after another (`stonewall`: one job group per run, each with fresh files) in one fio process."""

@@ -233,8 +233,6 @@ def run_shuffle(comm, tuples, message_size, window, sent_checksum, dest_of=desti
     return exchange_s, comm.allreduce(received), extras
 
 
-
-
 def main(argv=None):
     from mpi4py import MPI
 

@@ -275,6 +275,7 @@ def test_osu_records_say_how_they_were_timed(tmp_path, kind, shape, counts):
         assert (rec["iterations"], rec["skip"]) == counts
         assert rec["ok"] and rec["verified"] and rec["bytes"] == rec["payload_bytes"]
         assert rec["elapsed_s"] > 0 and rec["bandwidth_Bps"] == pytest.approx(rec["bytes"] / rec["elapsed_s"])
+        assert rec["timed_s"] == pytest.approx(rec["elapsed_s"] * counts[0])  # efficiency's seconds timed
         # memory comes from the probe broadcast: preallocated buffers, nothing the size of the payload allocated
         assert rec["tracemalloc_peak_bytes"] < max(rec["payload_bytes"] / 4, 16384)
         assert rec["rss_hwm_delta_bytes"] > 0 and rec["root_rss_hwm_delta_bytes"] > 0

@@ -1,10 +1,12 @@
 """The shuffle kernels under real mpiexec at tiny sizes."""
 
 import json
+import os
 
 import pytest
 
 from conftest import make_task, mpirun, run_kernel
+from movebench import launch
 from movebench.families.shuffle.kernel import stream_bytes
 
 pytestmark = pytest.mark.mpi
@@ -97,3 +99,22 @@ def test_thread_level_and_memory_mode_are_factors_of_the_point(tmp_path, level, 
         elif facts["thp_enabled"] in ("always", "madvise"):
             assert buffer["address_mod_2m"] == 0
 
+
+
+def test_a_one_node_point_runs_without_ucx_memory_hooks_unless_the_user_sets_them(tmp_path):
+    """UCX's memory hooks (40 ms per rank when libucs loads) serve RDMA between nodes: a one-node MPI point runs
+    with UCX_MEM_EVENTS=no and its meta's environment says so; a user's value wins; a point on several nodes and
+    a Dragon point are left as they are."""
+    point = {"pattern": "uni", "nodes": 1, "ranks": 2, "message_size": 4096, "window": 2}
+    settings = {"iterations": 5, "repetition_time": 0.5}
+    env = {k: v for k, v in os.environ.items() if k != "UCX_MEM_EVENTS"}
+    for given, expected in ((None, "no"), ("yes", "yes")):
+        run_env = env if given is None else {**env, "UCX_MEM_EVENTS": given}
+        _, recs, meta = run_kernel(make_task("shuffle", point, settings), tmp_path / str(given), env=run_env)
+        assert all(r["ok"] and r["verified"] for r in recs)
+        assert meta["environment"]["UCX_MEM_EVENTS"] == expected
+        assert meta["fingerprint"]["env"]["UCX_MEM_EVENTS"] == expected
+    two_nodes = {"family": "shuffle", "nodes": 2, "point": {**point, "nodes": 2}}
+    dragon = {"family": "kv", "nodes": 1, "point": {}}
+    assert "UCX_MEM_EVENTS" not in launch.kernel_env(two_nodes, env)
+    assert "UCX_MEM_EVENTS" not in launch.kernel_env(dragon, env)

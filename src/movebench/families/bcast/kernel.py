@@ -50,7 +50,9 @@ Measures per repetition:
   round i, R ranks and N = iterations:
       elapsed_s = (1 / R) * sum_r [ (1 / N) * sum_i t(r, i) ]
   the average over ranks of each rank's mean (osu_bcast prints this as "Avg
-  Latency"); `iterations` and `skip` are in every record.
+  Latency"); `iterations` and `skip` are in every record, and `timed_s` =
+  elapsed_s x iterations, the seconds inside the timed regions (for
+  `python -m movebench efficiency`; the skipped rounds are outside them).
 - bytes = payload bytes x (ranks - 1), payload = the array's bytes (dense) or
   data + indices + indptr bytes (CSR); bandwidth = bytes / elapsed_s, for osu as
   for every method (so osu's bandwidth is per call of the mean latency).
@@ -417,6 +419,7 @@ def broadcast_once(comm, method, source, state, expected, rss_baseline, corrupt=
     }
     if method == "osu":
         extras["iterations"], extras["skip"] = state["osu_counts"]
+        extras["timed_s"] = elapsed * extras["iterations"]
     if expected["meta"]["kind"] == "sparse":
         extras["nnz"] = expected["meta"]["nnz"]
     if errors:

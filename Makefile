@@ -50,6 +50,7 @@ bench: install system-deps osu-ref  ## the benchmarks quoted in the closing note
 	$(PY) bench/c_reference.py
 	$(PY) bench/memory_mode.py
 	$(PY) bench/point_overhead.py
+	$(PY) bench/ucx_mem_events.py
 	$(PY) bench/shuffle.py
 	$(PY) bench/bcast.py
 	$(PY) bench/io.py --blob

@@ -9,7 +9,9 @@ of what the second adds (e.g. `mpiexec + numpy` - `mpiexec + pass` = importing n
 - python: `python -c pass`; launch: `import movebench.launch` and the shuffle spec (what a point's
   launch process loads; the spec imports no numpy).
 - mpiexec + X: `mpiexec -n 2 python -c X` for X = pass, import numpy, from mpi4py import MPI
-  (MPI_Init_thread and MPI_Finalize), the kernel's imports.
+  (MPI_Init_thread and MPI_Finalize; again with UCX_MEM_EVENTS=yes, the hooks a one-node point
+  goes without), the kernel's imports. Every mpiexec step runs with the environment launch gives a
+  one-node point (UCX_MEM_EVENTS=no unless set).
 - kernel: `mpiexec -n 2 python -m movebench.families.shuffle.kernel task.json` for one uni 1 KiB
   point with a fixed loop count (1 warm-up, 5 repetitions); its timed seconds (the records'
   elapsed_s) are subtracted, so the figure is the fixed cost.
@@ -47,6 +49,9 @@ MPIEXEC = str(Path(PY).with_name("mpiexec"))
 # once per campaign
 CAMPAIGN_ENV = {**os.environ, "MOVEBENCH_GIT_COMMIT": envinfo.git_commit() or "",
                 "MOVEBENCH_PACKAGES": json.dumps(envinfo.package_versions())}
+# what launch adds for a one-node MPI point (movebench.launch.kernel_env): UCX_MEM_EVENTS=no unless set
+POINT_ENV = {**CAMPAIGN_ENV, "UCX_MEM_EVENTS": os.environ.get("UCX_MEM_EVENTS", "no")}
+HOOKS_ENV = {**CAMPAIGN_ENV, "UCX_MEM_EVENTS": "yes"}
 POINT = {"pattern": "uni", "nodes": 1, "ranks": 2, "message_size": 1024, "window": 64}
 SETTINGS = {"iterations": 100, "repetition_time": 0.25}
 INSIDE = r"""
@@ -95,7 +100,7 @@ def timed_seconds(records: Path) -> float:
 
 
 def kernel_step(tmp: Path) -> float:
-    wall, _ = timed([MPIEXEC, "-n", "2", PY, "-m", "movebench.families.shuffle.kernel", str(task(tmp))])
+    wall, _ = timed([MPIEXEC, "-n", "2", PY, "-m", "movebench.families.shuffle.kernel", str(task(tmp))], env=POINT_ENV)
     return wall - timed_seconds(tmp / "k.jsonl")
 
 
@@ -116,11 +121,13 @@ def steps(tmp: Path, against: Path | None) -> dict:
         "python -c pass": lambda: timed([PY, "-c", "pass"])[0],
         "python: launch + the shuffle spec": lambda: timed(
             [PY, "-c", "import movebench.launch; from movebench import families; families.load('shuffle')"])[0],
-        "mpiexec -n 2 python -c pass": lambda: timed(mpi + ["pass"])[0],
-        "mpiexec + import numpy": lambda: timed(mpi + ["import numpy"])[0],
-        "mpiexec + MPI init/finalize": lambda: timed(mpi + ["from mpi4py import MPI"])[0],
+        "mpiexec -n 2 python -c pass": lambda: timed(mpi + ["pass"], env=POINT_ENV)[0],
+        "mpiexec + import numpy": lambda: timed(mpi + ["import numpy"], env=POINT_ENV)[0],
+        "mpiexec + MPI init/finalize": lambda: timed(mpi + ["from mpi4py import MPI"], env=POINT_ENV)[0],
+        "mpiexec + MPI init/finalize, UCX's memory hooks on": lambda: timed(
+            mpi + ["from mpi4py import MPI"], env=HOOKS_ENV)[0],
         "mpiexec + kernel imports": lambda: timed(mpi + [
-            "from mpi4py import MPI; import movebench.families.shuffle.kernel, movebench.runner"])[0],
+            "from mpi4py import MPI; import movebench.families.shuffle.kernel, movebench.runner"], env=POINT_ENV)[0],
         "kernel (wall - timed)": lambda: kernel_step(tmp),
         "launch -> kernel (wall - timed)": lambda: launch_step(tmp),
     }
@@ -144,7 +151,7 @@ def main(argv=None) -> int:
         for rnd in range(args.rounds):
             for step in order[rnd % len(order):] + order[: rnd % len(order)]:
                 rows.setdefault(step, []).append(named[step]())
-            _, done = timed([MPIEXEC, "-n", "2", PY, "-c", INSIDE])
+            _, done = timed([MPIEXEC, "-n", "2", PY, "-c", INSIDE], env=POINT_ENV)
             for step, seconds in json.loads(done.stdout.strip().splitlines()[-1]).items():
                 rows.setdefault(f"inside a rank: {step}", []).append(seconds)
             print(f"round {rnd + 1}/{args.rounds} done", file=sys.stderr, flush=True)

@@ -8,8 +8,9 @@ keys, `bytes` values distinct per key, movebench.families.kv.kernel's make_keys/
 of 16 random float64 in a numpy array, one random float64 numpy array as every key's value). Then,
 round after round (each starting at a barrier with the head), every client times `--passes` passes
 over its keys for each variant in turn, in an order rotated every round:
-- bytes/keep: movebench's loop: every value kept in a list (for the untimed verification after it).
-- bytes/discard: the same gets, each value dropped at once (`_ = d[k]`), as gups_ddict.
+- bytes/keep: movebench's loop before issue 13: every value kept in a list inside the timer.
+- bytes/discard: the same gets, each value dropped at once (`_ = d[k]`), as gups_ddict: movebench's
+  loop now (kv kernel's timed_passes; verification reads the values back after the timer).
 - numpy/discard: gups_ddict's loop and data.
 - numpy/keep: gups_ddict's data, values kept.
 For frozen_get the head freezes the dictionary once, after the puts. Rate of a client = gets / its

@@ -58,10 +58,10 @@ dragonrun sweeps every node of it afterwards):
   key, so that a value read back proves it is that key's. Pickled, a numpy array
   carries ~130-150 bytes of header and unpickles into a new array: gups_ddict moves a
   little more per operation and builds an array on each get. Measured in one Dragon
-  job (bench/kv_variants.py, quiet, 2 clients, 1 manager), gups_ddict's data make a
-  get 0.51x [0.42-0.54] as fast as these bytes at 4 KiB and a frozen get 0.71x
-  [0.61-0.88]; at 256 KiB 0.93x and 1.02x: most of what separates the two tools'
-  figures at 4 KiB (docs/kernels.md, section 7). (4) Its clients call
+  job (bench/kv_variants.py, quiet, 2 clients, 1 manager), the same get loop runs
+  over gups_ddict's data at 0.37x [0.22-0.59] the rate over these bytes at 4 KiB
+  and 0.66x [0.41-0.97] at 256 KiB, a frozen get at 0.69x and 0.93x: what separates
+  the two tools' get figures (docs/kernels.md, section 7). (4) Its clients call
   `len(d)` once before their first test to open their manager connections; here
   the untimed puts (gets) or the warm-up rounds (puts) do that. (5) It runs one
   round per Dragon job and value size; here `repetitions` rounds run in one job.

@@ -76,9 +76,9 @@ def kernel_env(task: dict, env: dict) -> dict:
 
     An MPI point on one node also gets UCX_MEM_EVENTS=no unless the environment sets it. UCX's memory
     hooks keep its registration cache right for RDMA between nodes; on one node MPICH moves data
-    through its own shared memory, and installing the hooks when libucs loads costs every rank 40 ms
-    (docs/kernels.md, "Fixed cost per point": 0.11 -> 0.07 s for mpiexec -n 2 with MPI_Init, data
-    path unchanged). The variable goes into the meta's environment like any UCX_ setting.
+    through its own shared memory, and installing the hooks when libucs loads is most of MPI's start
+    (docs/kernels.md, "Where MPI's start went", with the figures that do not move). The variable goes
+    into the meta's environment like any UCX_ setting.
     """
     env = dict(env)
     level = task["point"].get("mpi_thread_level")

@@ -11,9 +11,10 @@ Parameters of both: 1 node, 2 clients, 1 manager, DDict of 256 MiB, mem_frac 0.1
 per client (200 keys at 4 KiB, 51 at 256 KiB: the same rule on both sides), the same Dragon segment
 sizes, both launched through movebench.dragonrun.
 
-Part A: for every operation, value size and passes per timed round, one movebench point (5 counted
+Part A: for every operation, value size and passes per timed round, one movebench point per data format
+(kv.data_formats: bytes, movebench's default, and numpy, gups_ddict's own keys and values; 5 counted
 rounds after 1 warm-up, each timing `passes` passes; `python -m movebench.launch`, as a campaign
-runs it) and one gups_ddict run (`--iterations passes`), in an order swapped every round. gups_ddict
+runs it) and one gups_ddict run (`--iterations passes`), in an order rotated every round. gups_ddict
 starts its timer one pass early (i == skips, after `i += 1`): it times passes + 1 passes and divides
 the keys of `passes` passes by that time, so its per-pass rate is its printed rate x (passes + 1) /
 passes. Ratio = movebench's median aggregate bandwidth / gups_ddict's corrected one, per round; the
@@ -54,10 +55,11 @@ def dragonrun(value_size: int) -> list[str]:
 
 
 def movebench_kv_point(operation: str, size: int, passes: int, tmp: Path, repetitions: int = 5,
-                       warmups: int = 1) -> dict:
+                       warmups: int = 1, data_format: str = "bytes") -> dict:
     """One kv point run as a campaign runs it (its JSON task, movebench.launch); the median of its counted rounds."""
     keys = keys_per_client(SECTION, 1, 2, size)
-    point = {"operation": operation, "nodes": 1, "clients_per_node": 2, "managers_per_node": 1, "value_size": size}
+    point = {"operation": operation, "nodes": 1, "clients_per_node": 2, "managers_per_node": 1, "value_size": size,
+             "data_format": data_format}
     settings = {"streams_per_manager": 5, "total_mem": TOTAL_MEM, "iterations": passes, "keys_per_client": keys}
     task = make_task("kv", point, settings, repetitions, warmups)
     proc, recs, _ = run_kernel(task, tmp, timeout=600)
@@ -96,22 +98,24 @@ def part_a(args) -> list[dict]:
             for passes in args.passes:
                 for size in args.sizes:
                     for operation in args.operations:
-                        steps = ("movebench", "gups") if rnd % 2 == 0 else ("gups", "movebench")
+                        steps = [*args.data_formats, "gups"]
+                        turn = rnd % len(steps)
                         got = {}
-                        for step in steps:
-                            if step == "movebench":
-                                got[step] = movebench_kv_point(operation, size, passes, tmp, args.repetitions,
-                                                               args.warmups)
-                            else:
+                        for step in steps[turn:] + steps[:turn]:
+                            if step == "gups":
                                 got[step] = gups_point(operation, size, passes)
-                        row = {"round": rnd, "operation": operation, "size": size, "passes": passes,
-                               "movebench": got["movebench"]["bw"], "gups": got["gups"]["bw"],
-                               "gups_uncorrected": got["gups"]["bw_uncorrected"],
-                               "keys": (got["movebench"]["keys"], got["gups"]["keys"])}
-                        rows.append(row)
-                        print(f"round {rnd} passes {passes} {operation:10s} {size:7d}: movebench "
-                              f"{row['movebench'] / 1e6:8.2f} MB/s, gups {row['gups'] / 1e6:8.2f} MB/s "
-                              f"(keys {row['keys']})", file=sys.stderr, flush=True)
+                            else:
+                                got[step] = movebench_kv_point(operation, size, passes, tmp, args.repetitions,
+                                                               args.warmups, step)
+                        for data_format in args.data_formats:
+                            row = {"round": rnd, "operation": operation, "size": size, "passes": passes,
+                                   "data_format": data_format, "movebench": got[data_format]["bw"],
+                                   "gups": got["gups"]["bw"], "gups_uncorrected": got["gups"]["bw_uncorrected"],
+                                   "keys": (got[data_format]["keys"], got["gups"]["keys"])}
+                            rows.append(row)
+                            print(f"round {rnd} passes {passes} {operation:10s} {size:7d} {data_format:5s}: movebench "
+                                  f"{row['movebench'] / 1e6:8.2f} MB/s, gups {row['gups'] / 1e6:8.2f} MB/s "
+                                  f"(keys {row['keys']})", file=sys.stderr, flush=True)
                         if args.json:
                             Path(args.json).write_text(json.dumps(rows, indent=1))
     return rows
@@ -122,19 +126,25 @@ def print_a(rows, args):
     rounds = len({r["round"] for r in rows})
     print("\nPart A: movebench kv / gups_ddict (corrected), aggregate bandwidth, median of per-round ratios "
           f"[min-max] over the rounds (n); MB/s medians; {rounds} round(s) started")
-    print("| operation | value | passes | n | movebench MB/s | gups MB/s | movebench / gups |")
-    print("|---|---|---|---|---|---|---|")
+    print("| operation | value | passes | data | n | movebench MB/s | gups MB/s | movebench / gups |")
+    print("|---|---|---|---|---|---|---|---|")
+    formats = list(dict.fromkeys(r.get("data_format", "bytes") for r in rows))
     for passes in args.passes:
         for size in args.sizes:
             for operation in args.operations:
-                sel = [r for r in rows if (r["operation"], r["size"], r["passes"]) == (operation, size, passes)]
-                if not sel:
-                    continue
-                ratios = [r["movebench"] / r["gups"] for r in sel]
-                print(f"| {operation} | {size} | {passes} | {len(sel)} | "
-                      f"{statistics.median(r['movebench'] for r in sel) / 1e6:.2f}"
-                      f" | {statistics.median(r['gups'] for r in sel) / 1e6:.2f} | {statistics.median(ratios):.2f} "
-                      f"[{min(ratios):.2f}-{max(ratios):.2f}] |")
+                for data_format in formats:
+                    sel = [r for r in rows if (r["operation"], r["size"], r["passes"], r.get("data_format", "bytes"))
+                           == (operation, size, passes, data_format)]
+                    if sel:
+                        print_row(sel, operation, size, passes, data_format)
+
+
+def print_row(sel, operation, size, passes, data_format):
+    ratios = [r["movebench"] / r["gups"] for r in sel]
+    print(f"| {operation} | {size} | {passes} | {data_format} | {len(sel)} | "
+          f"{statistics.median(r['movebench'] for r in sel) / 1e6:.2f}"
+          f" | {statistics.median(r['gups'] for r in sel) / 1e6:.2f} | {statistics.median(ratios):.2f} "
+          f"[{min(ratios):.2f}-{max(ratios):.2f}] |")
 
 
 def part_b(args) -> list[dict]:
@@ -180,6 +190,8 @@ def main(argv=None) -> int:
     parser.add_argument("--passes", default="4", help="passes per timed round, comma-separated")
     parser.add_argument("--sizes", default="4096,262144")
     parser.add_argument("--operations", default=",".join(OPS))
+    parser.add_argument("--data-formats", default="bytes,numpy",
+                        help="part A: movebench's kv.data_formats to run, each beside gups_ddict (numpy is its data)")
     parser.add_argument("--part", default="ab", help="a, b or ab")
     parser.add_argument("--b-jobs", type=int, default=2, help="part B: Dragon jobs per operation and size")
     parser.add_argument("--b-rounds", type=int, default=7, help="part B: rounds per job (the first is dropped)")
@@ -193,6 +205,7 @@ def main(argv=None) -> int:
     args.passes = [int(p) for p in args.passes.split(",")]
     args.sizes = [int(s) for s in args.sizes.split(",")]
     args.operations = args.operations.split(",")
+    args.data_formats = args.data_formats.split(",")
     args.b_operations = args.b_operations.split(",")
     if args.table:
         print_a(json.loads(Path(args.table).read_text()), args)

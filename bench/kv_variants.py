@@ -41,14 +41,6 @@ def put_variants(counts: list[int]) -> tuple[str, ...]:
     return (*(f"batch/{n}" for n in counts), "put/1", f"put/{max(counts)}")
 
 
-def gups_data(client: int, count: int, value_size: int):
-    import numpy as np
-
-    rng = np.random.default_rng(seed=1000 + client)
-    value = rng.random(value_size // 8)
-    return [rng.random(16) for _ in range(count)], [value] * count
-
-
 def put_rounds(ddict, keys, values, variants, rounds, gap, barrier, results, client):
     """Per round, each put variant after `gap` s of idle: times (s) per variant."""
     for rnd in range(rounds):
@@ -73,7 +65,7 @@ def put_rounds(ddict, keys, values, variants, rounds, gap, barrier, results, cli
 
 def client_main(ddict, client, count, value_size, passes, rounds, barrier, results, operation="get", gap=0.05,
                 put_counts=(1, 4)):
-    from movebench.families.kv.kernel import make_keys, make_values
+    from movebench.families.kv.kernel import gups_data, make_keys, make_values, same
 
     try:
         if operation == "put":
@@ -107,7 +99,7 @@ def client_main(ddict, client, count, value_size, passes, rounds, barrier, resul
                         for i, key in enumerate(keys):
                             got[i] = ddict[key]
                     times[variant] = time.perf_counter() - start
-                    bad = sum(1 for g, v in zip(got, values, strict=True) if not _same(g, v))
+                    bad = sum(1 for g, v in zip(got, values, strict=True) if not same(g, v))
                     if bad:
                         raise RuntimeError(f"{variant}: {bad} gets differ from the values put")
                     del got
@@ -124,12 +116,6 @@ def client_main(ddict, client, count, value_size, passes, rounds, barrier, resul
         raise
     finally:
         ddict.detach()
-
-
-def _same(got, value) -> bool:
-    import numpy as np
-
-    return bool(np.array_equal(got, value)) if isinstance(value, np.ndarray) else got == value
 
 
 def main(argv=None) -> int:

@@ -9,7 +9,7 @@ import pytest
 from movebench import config as cc
 from movebench import dragonrun, families, launch
 from movebench.families.kv import FAMILY, keys_per_client
-from movebench.families.kv.kernel import KEY_BYTES, aggregate, make_keys, make_values, timed_passes, verify
+from movebench.families.kv.kernel import KEY_BYTES, aggregate, make_data, make_keys, make_values, timed_passes, verify
 
 
 def base(**kv):
@@ -39,6 +39,38 @@ def test_keys_are_128_bytes_and_values_differ_per_key():
     assert {len(v) for v in values} == {4096} and len(set(values)) == 50
     assert make_keys(3, 1) != make_keys(4, 1)
     assert [len(v) for v in make_values(0, 3, 1)] == [1, 1, 1]
+
+
+def test_numpy_data_is_gups_ddicts_and_verify_compares_arrays():
+    import pickle
+
+    import numpy as np
+
+    keys, values = make_data("numpy", 1, 10, 4096)
+    assert all(k.dtype == np.float64 and k.nbytes == KEY_BYTES for k in keys)
+    assert len({k.tobytes() for k in keys}) == 10
+    # one array shared by every key of the client, value_size bytes of float64, as gups_ddict's
+    assert all(v is values[0] for v in values) and values[0].dtype == np.float64 and values[0].nbytes == 4096
+    assert make_data("numpy", 2, 1, 4096)[1][0].tobytes() != values[0].tobytes()
+    # a numpy key must be hashable the way the DDict sees it: by its pickle (a dict here needs bytes)
+    store = {pickle.dumps(k): pickle.loads(pickle.dumps(v)) for k, v in zip(keys, values, strict=True)}
+    pickled = [pickle.dumps(k) for k in keys]
+    assert verify(store, pickled, values) == 0
+    store[pickled[3]] = values[0] + 1.0
+    assert verify(store, pickled, values) == 1
+    store[pickled[3]] = values[0].astype(np.float32)  # same numbers, another dtype: not the value put
+    assert verify(store, pickled, values) == 1
+    assert make_data("bytes", 3, 5, 64) == (make_keys(3, 5), make_values(3, 5, 64))
+
+
+def test_data_format_is_an_axis_whose_default_keeps_the_path():
+    config = cc.validate(base(operations=["get"], data_formats=["bytes", "numpy"]))
+    paths = sorted(families.point_path(p) for p in cc.grid(config)["kv"])
+    assert paths == ["operation~get/nodes~1/clients_per_node~2/managers_per_node~1/value_size~1024",
+                     "operation~get/nodes~1/clients_per_node~2/managers_per_node~1/value_size~1024/data_format~numpy"]
+    with pytest.raises(cc.ConfigError) as err:
+        cc.validate(base(data_format="numpy"))
+    assert "kv.data_formats" in err.value.message()
 
 
 class CountingDict(dict):
@@ -102,6 +134,9 @@ def test_grid_and_launch_command():
         ({"clients_per_node": [1000]}, "kv.clients_per_node", "1000", "at most"),
         ({"operations": ["scan"]}, "kv.operations[0]", "'scan'", "must be one of put, batch_put, get, frozen_get"),
         ({"mem_frac": 0.9}, "kv.mem_frac", "0.9", "must be <= 0.75"),
+        ({"data_formats": ["numpy"], "value_sizes": [1000, 1020]}, "kv.value_sizes", "[1000, 1020]",
+         "every value size must be a multiple of 8 bytes, not 1020B"),
+        ({"data_formats": ["pickle"]}, "kv.data_formats[0]", "'pickle'", "must be one of bytes, numpy"),
     ],
 )
 def test_bad_input_is_refused_before_launch(kv, path, value, hint):
@@ -141,3 +176,34 @@ def test_dragonrun_refuses_when_dev_shm_is_too_small():
                            "sh", "-c", "echo launched"], capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2 and "launched" not in proc.stdout
     assert "refusing to launch" in proc.stderr and "/dev/shm has" in proc.stderr
+
+
+def test_report_keeps_data_formats_apart_and_old_records_read_as_bytes(tmp_path):
+    import json
+
+    from movebench import aggregate
+    from movebench.families.kv import report
+
+    case = {"nodes": 1, "clients_per_node": 2, "managers_per_node": 1, "value_size": 4096}
+    # batch_put is 2x put on bytes, 3x on numpy; the bytes records predate the axis: no data_format field
+    rates = {("put", "bytes"): 1e7, ("batch_put", "bytes"): 2e7, ("put", "numpy"): 1e7, ("batch_put", "numpy"): 3e7}
+    paths = []
+    for (operation, data_format), rate in rates.items():
+        point = {"operation": operation, **case} | ({"data_format": data_format} if data_format == "numpy" else {})
+        path = tmp_path / "raw" / "kv" / f"{families.point_path(point)}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        recs = [{"family": "kv", "variant": operation, **point, "rep": rep, "warmup": rep == 0, "ok": True,
+                 "bandwidth_Bps": rate * (1 + rep / 100), "elapsed_s": 1.0} for rep in range(6)]
+        path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+        paths.append(path)
+    table = aggregate.load("kv", paths)
+    assert table.groupby("point")["data_format"].first().to_dict() == {
+        families.point_path({"operation": op, **case, "data_format": fmt}): fmt for op, fmt in rates}
+    summary = aggregate.summarize("kv", table)
+    lines = [text for text, _ in report.headlines(table, summary)]
+    assert len(lines) == 1 and lines[0].startswith("batch_put / put")
+    parts = lines[0].split("; ")
+    assert "bytes data): 2" in parts[0] and "numpy data): 3" in parts[1]
+    ratios = report.speedups(summary[summary["measure"] == "bandwidth_Bps"])
+    assert sorted(zip(ratios["data_format"], ratios["batch_put / put"], strict=True)) == [("bytes", 2.0),
+                                                                                         ("numpy", 3.0)]

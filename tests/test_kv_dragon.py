@@ -43,10 +43,12 @@ def dragon_segments() -> set[str]:
             and not any(Path(f"/proc/{pid}").exists() for pid in named_pids(n))}
 
 
-def launch_point(tmp_path, operation, timeout=120, repetitions=3, **extra_settings):
+def launch_point(tmp_path, operation, timeout=120, repetitions=3, data_format=None, **extra_settings):
     """python -m movebench.launch for one kv point; returns (returncode, records, meta, failure, seconds)."""
     marker = f"MOVEBENCH_TEST_RUN={uuid.uuid4().hex}"
     point = {"operation": operation, "nodes": 1, "clients_per_node": 2, "managers_per_node": 1, "value_size": VALUE}
+    if data_format:
+        point["data_format"] = data_format
     settings = {"streams_per_manager": 5, "total_mem": 32 * 2**20, "iterations": PASSES, "keys_per_client": KEYS,
                 **extra_settings}
     task = make_task("kv", point, settings, repetitions=repetitions, warmups=1)
@@ -102,6 +104,15 @@ def test_every_operation_round_trips_its_values(tmp_path, operation):
     per_run = {"DRAGON_INF_PD", "DRAGON_MY_PUID", "DRAGON_RT_UID"}
     assert per_run <= set(meta["environment"]) and not per_run & set(fingerprint["env"])
     assert fingerprint["env"]["DRAGON_DEFAULT_SEG_SZ"] == meta["environment"]["DRAGON_DEFAULT_SEG_SZ"]
+
+
+@pytest.mark.parametrize("operation", ["batch_put", "frozen_get"])
+def test_gups_ddicts_numpy_data_round_trips(tmp_path, operation):
+    proc, recs, meta, _, _ = launch_point(tmp_path, operation, data_format="numpy")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert len(recs) == 4 and all(r["ok"] and r["verified"] and r["data_format"] == "numpy" for r in recs)
+    assert all(r["bytes"] == 2 * KEYS * VALUE * PASSES for r in recs)  # the value's float64s: VALUE bytes
+    assert sum(s["num_keys"] for s in meta["ddict_stats"]) == 2 * KEYS
 
 
 def test_a_client_that_raises_fails_the_point_and_leaves_nothing(tmp_path):

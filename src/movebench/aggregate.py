@@ -16,6 +16,7 @@ import pandas as pd
 
 from movebench import families
 from movebench.core import records, stats
+from movebench.spec import IMPLICIT
 
 #: Why a point stopped measuring (core.adaptive): the same in every record of a point, kept per point in the summary.
 STOP_COLUMNS = ("stop_reason", "ci_half_width_rel", "repetitions_run")
@@ -44,6 +45,10 @@ def load(family: str, paths) -> pd.DataFrame:
     table = pd.concat(frames, ignore_index=True)
     table["warmup"] = table["warmup"].astype(bool)
     table["ok"] = table["ok"].astype(bool)
+    # Records written before their family gained an axis ran at the axis's implicit default (their path says so).
+    for key in families.load(family).point_keys:
+        if key in IMPLICIT:
+            table[key] = table[key].fillna(IMPLICIT[key]) if key in table else IMPLICIT[key]
     derive = getattr(families.report_module(family), "derive", None)
     return derive(table) if derive else table
 

@@ -219,7 +219,7 @@ MEMORY_MODE = Axis("memory_mode", "memory_modes")
 #: Axis values a path leaves out: the defaults of axes added after campaigns had been run, so that a
 #: point keeps its path (and its finished records) when its family gains the axis. The point itself,
 #: and so every record, still holds the value.
-IMPLICIT = {"mpi_thread_level": "multiple", "memory_mode": "4k"}
+IMPLICIT = {"mpi_thread_level": "multiple", "memory_mode": "4k", "data_format": "bytes"}
 
 
 def point_path(point: dict) -> str:

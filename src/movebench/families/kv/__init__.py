@@ -55,6 +55,7 @@ class KV(Family):
         Axis("clients_per_node", "clients_per_node"),
         Axis("managers_per_node", "managers_per_node"),
         Axis("value_size", "value_sizes", expand_sizes),
+        Axis("data_format", "data_formats"),
     )
     settings = (Setting("streams_per_manager"), Setting("total_mem", parse_size), Setting("iterations"),
                 Setting("transport", when=lambda point: point["nodes"] > 1))
@@ -76,6 +77,11 @@ class KV(Family):
         if any(s < 1 for s in sizes):
             problems.append(("value_sizes", section["value_sizes"], "every value size must be at least 1 byte"))
             return problems
+        odd = [s for s in sizes if s % 8]
+        if "numpy" in section["data_formats"] and odd:
+            problems.append(("value_sizes", section["value_sizes"], f"data format numpy stores a value as float64s: "
+                             f"every value size must be a multiple of 8 bytes, not {format_size(odd[0])} "
+                             "(or drop numpy from data_formats)"))
         try:
             total_mem = parse_size(section["total_mem"])
         except ValueError as exc:

@@ -15,9 +15,12 @@ dragonrun sweeps every node of it afterwards):
   Dragon's multiprocessing start method. Dragon's start-up, the DDict's creation,
   the clients' start and the DDict's destruction are timed apart and kept out of
   every bandwidth.
-- Keys are 128-byte `bytes`, unique per client; values are `bytes` of
-  `value_size`, distinct per key (the key's index is stamped into the value's
-  first 8 bytes), built before anything is timed. Keys per client =
+- Data (`data_format`, an axis): `bytes` (default): keys are 128-byte `bytes`,
+  unique per client; values are `bytes` of `value_size`, distinct per key (the
+  key's index is stamped into the value's first 8 bytes). `numpy`: gups_ddict's
+  data, keys of 16 random float64 (128 bytes of data) and one random float64
+  array of value_size / 8 shared by all of a client's keys. Built before anything
+  is timed. Keys per client =
   `keys_per_client` when set, else gups_ddict's
   min(max_keys, floor(mem_frac x total_mem x nodes / (clients x (128 + value_size)))).
 - A repetition is one round: the clients and the head meet at a barrier, then
@@ -52,22 +55,25 @@ dragonrun sweeps every node of it afterwards):
   not; here every round is recorded and the first `warmups` rounds (the campaign's
   warm-ups, default 2) are flagged and left out of the statistics, so the cold
   first pass (inserting, not overwriting) and the first touch of pool memory never
-  count; with `warmups: 0` every round counts, as in gups_ddict. (3) Its keys are
-  numpy arrays of 16 float64 and its values one numpy array per client, the same
-  for every key; here keys are 128-byte `bytes` and values `bytes`, distinct per
-  key, so that a value read back proves it is that key's. Pickled, a numpy array
+  count; with `warmups: 0` every round counts, as in gups_ddict. (3) With
+  `data_format: bytes` (the default), the data: its keys are numpy arrays of 16
+  float64 and its values one numpy array per client, the same for every key; here
+  keys are 128-byte `bytes` and values `bytes`, distinct per key, so that a value
+  read back proves it is that key's (`numpy` uses its data). Pickled, a numpy array
   carries ~130-150 bytes of header and unpickles into a new array: gups_ddict moves a
-  little more per operation and builds an array on each get. Measured in one Dragon
-  job (bench/kv_variants.py, quiet, 2 clients, 1 manager), the same get loop runs
-  over gups_ddict's data at 0.37x [0.22-0.59] the rate over these bytes at 4 KiB
-  and 0.66x [0.41-0.97] at 256 KiB, a frozen get at 0.69x and 0.93x: what separates
-  the two tools' get figures (docs/kernels.md, section 7). (4) Its clients call
+  little more per operation and builds an array on each get. What the data change is
+  not a constant: the same get loop at 4 KiB ran over gups_ddict's data at 0.37x the
+  rate over these bytes on one day and at 1.4x on another (docs/kernels.md, section
+  7), so a figure to set beside gups_ddict's or the DDict page's runs with
+  `data_format: numpy`, where the two agree within 10 % for get and frozen get at
+  4 KiB and 256 KiB, put at 4 KiB and batch_put at 256 KiB (section 7, "Same data"). (4) Its clients call
   `len(d)` once before their first test to open their manager connections; here
   the untimed puts (gets) or the warm-up rounds (puts) do that. (5) It runs one
   round per Dragon job and value size; here `repetitions` rounds run in one job.
 - Verification, never timed: after each round of gets, every client reads each
   key back and compares it with its value; after the last round of puts, the
-  same. A mismatch makes the records not ok.
+  same. A mismatch makes the records not ok. With `numpy` data every key holds
+  the same array, so a read-back proves the data intact, not that it is the key's.
 - Repetitions: a count is a schedule the clients know from the start. Under an adaptive rule
   (core.adaptive) the head decides after each round, on the rounds' slowest-client times, and
   tells every client before the next barrier (one message each on an orders queue, untimed):
@@ -160,6 +166,29 @@ def make_values(client: int, count: int, value_size: int) -> list[bytes]:
     return [i.to_bytes(8, "little")[:stamp] + base[stamp:] for i in range(count)]
 
 
+def gups_data(client: int, count: int, value_size: int):
+    """gups_ddict's keys and values: keys of 16 random float64, one random float64 array as every key's value."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed=1000 + client)
+    value = rng.random(value_size // 8)
+    return [rng.random(KEY_BYTES // 8) for _ in range(count)], [value] * count
+
+
+def make_data(data_format: str, client: int, count: int, value_size: int) -> tuple[list, list]:
+    if data_format == "numpy":
+        return gups_data(client, count, value_size)
+    return make_keys(client, count), make_values(client, count, value_size)
+
+
+def same(got, value) -> bool:
+    if isinstance(value, bytes):
+        return got == value
+    import numpy as np
+
+    return isinstance(got, np.ndarray) and got.dtype == value.dtype and np.array_equal(got, value)
+
+
 def timed_passes(ddict, operation, keys, values, passes) -> float:
     """One client's timed passes over its keys: seconds. Only the DDict's operations are in the loop, as in
     gups_ddict: the gets drop what they receive (verify() reads it back after the timer)."""
@@ -187,11 +216,11 @@ def timed_passes(ddict, operation, keys, values, passes) -> float:
 
 def verify(ddict, keys, values) -> int:
     """Untimed: every key read back and compared with its value; the number that differ."""
-    return sum(1 for key, value in zip(keys, values, strict=True) if ddict[key] != value)
+    return sum(1 for key, value in zip(keys, values, strict=True) if not same(ddict[key], value))
 
 
 def client_main(ddict, client, operation, value_size, count, passes, rounds, barrier, results, fault_round,
-                orders=None):
+                orders=None, data_format="bytes"):
     """A client: untimed set-up, then `rounds` timed rounds, each starting at a barrier with the head.
 
     With `orders` (an adaptive rule; rounds is None) the head says before each round whether there is one.
@@ -199,7 +228,7 @@ def client_main(ddict, client, operation, value_size, count, passes, rounds, bar
     import itertools
 
     try:
-        keys, values = make_keys(client, count), make_values(client, count, value_size)
+        keys, values = make_data(data_format, client, count, value_size)
         if operation in GETS:
             for key, value in zip(keys, values, strict=True):
                 ddict[key] = value
@@ -355,7 +384,8 @@ def run_head(task, head_start: float) -> tuple[list[dict], dict]:
         for client in range(clients):
             proc = mp.Process(target=client_main, args=(
                 ddict, client, operation, value_size, keys_per_client, iterations,
-                scheduled, barrier, results, settings.get("fault_round", -1), orders))
+                scheduled, barrier, results, settings.get("fault_round", -1), orders,
+                point.get("data_format", "bytes")))
             host = hosts[client % len(hosts)]
             if host is None:
                 proc.start()

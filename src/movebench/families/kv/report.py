@@ -9,13 +9,24 @@ from movebench.report import SIZE, bound_line, figure_uri, html_table, median_of
 OPERATIONS = ("put", "batch_put", "get", "frozen_get")
 
 RATIOS = {"batch_put / put": ("batch_put", "put"), "frozen_get / get": ("frozen_get", "get")}
+CASE = ["nodes", "clients_per_node", "managers_per_node", "value_size"]
+
+
+def case_keys(frame) -> list[str]:
+    """What makes a kv case besides its operation: the data format where the frame has it (records before it
+    became an axis do not)."""
+    return CASE + (["data_format"] if "data_format" in frame else [])
+
+
+def varies(frame, key: str) -> bool:
+    return key in frame and frame[key].nunique() > 1
 
 
 def speedups(bw):
     """Median bandwidth ratios at equal nodes, clients, managers and value size, as the study reports them."""
     import pandas as pd
 
-    keys = ["nodes", "clients_per_node", "managers_per_node", "value_size"]
+    keys = case_keys(bw)
     wide = bw.pivot_table(index=keys, columns="variant", values="median", aggfunc="first").reset_index()
     out = wide[keys].copy()
     for label, (num, den) in RATIOS.items():
@@ -28,12 +39,14 @@ def speedups(bw):
 
 def context(table, summary, campaign):
     sns, plt = plotting()
-    ctx = {"figures": [], "ratios": None, "startup": None, "passes": passes_per_round(table)}
+    ctx = {"figures": [], "ratios": None, "startup": None, "passes": passes_per_round(table),
+           "formats": ", ".join(sorted(set(table["data_format"]))) if "data_format" in table and len(table) else None}
     bw = median_of(summary, "bandwidth_Bps")
     if bw.empty:
         return ctx
     bw["GB/s"] = bw["median"] / 1e9
-    grid = sns.relplot(data=bw, x="value_size", y="GB/s", hue="variant", style="clients_per_node",
+    style = "data_format" if varies(bw, "data_format") else "clients_per_node"
+    grid = sns.relplot(data=bw, x="value_size", y="GB/s", hue="variant", style=style,
                        col="nodes", kind="line", marker="o", height=3.4, aspect=1.3,
                        hue_order=[o for o in OPERATIONS if o in set(bw["variant"])],
                        facet_kws={"sharey": False})
@@ -47,9 +60,10 @@ def context(table, summary, campaign):
     ratios = speedups(bw)
     if not ratios.empty:
         fig, ax = plt.subplots(figsize=(7, 3.6))
-        long = ratios.melt(id_vars=["nodes", "clients_per_node", "managers_per_node", "value_size"],
-                           value_vars=[c for c in RATIOS if c in ratios], var_name="ratio", value_name="x")
-        sns.lineplot(data=long.dropna(), x="value_size", y="x", hue="ratio", style="nodes", marker="o", ax=ax)
+        long = ratios.melt(id_vars=case_keys(ratios), value_vars=[c for c in RATIOS if c in ratios],
+                           var_name="ratio", value_name="x")
+        style = "data_format" if varies(long, "data_format") else "nodes"
+        sns.lineplot(data=long.dropna(), x="value_size", y="x", hue="ratio", style=style, marker="o", ax=ax)
         ax.set(xscale="log", yscale="log", xlabel="value size (bytes)",
                ylabel="speed-up (ratio of median bandwidths)")
         ax.axhline(1.0, color="grey", lw=0.8, ls="--")
@@ -58,8 +72,7 @@ def context(table, summary, campaign):
     measured = table[~table["warmup"] & table["ok"]] if len(table) else table
     cols = [c for c in ("dragon_startup_s", "ddict_create_s", "clients_start_s") if c in measured]
     if cols:
-        start = measured.groupby(["variant", "nodes", "clients_per_node", "managers_per_node", "value_size"],
-                                 as_index=False)[cols].median()
+        start = measured.groupby(["variant", *case_keys(measured)], as_index=False)[cols].median()
         ctx["startup"] = html_table(start, units={c: "s" for c in cols} | {"value_size": SIZE})
     return ctx
 
@@ -88,7 +101,8 @@ def headlines(table, summary) -> list[tuple[str, str]]:
     out = []
     if bw.empty:
         return out
-    keys = ["nodes", "clients_per_node", "managers_per_node", "value_size"]
+    keys = case_keys(bw)
+    several = varies(bw, "data_format")
     for label, (num, den) in RATIOS.items():
         figures = []
         for values, group in bw.groupby(keys, sort=True):
@@ -96,7 +110,9 @@ def headlines(table, summary) -> list[tuple[str, str]]:
             if num in points and den in points:
                 result = ratio(table, points[num], points[den], "bandwidth_Bps")
                 if result is not None:
-                    figures.append(f"{format_size(int(values[3]))} ({int(values[0])} node(s)): {ratio_text(result)}")
+                    data = f", {values[4]} data" if several else ""
+                    figures.append(f"{format_size(int(values[3]))} ({int(values[0])} node(s){data}): "
+                                   f"{ratio_text(result)}")
         if figures:
             out.append((f"{label} (aggregate bandwidth): " + "; ".join(figures), "info"))
     return out

@@ -65,8 +65,8 @@ dragonrun sweeps every node of it afterwards):
   not a constant: the same get loop at 4 KiB ran over gups_ddict's data at 0.37x the
   rate over these bytes on one day and at 1.4x on another (docs/kernels.md, section
   7), so a figure to set beside gups_ddict's or the DDict page's runs with
-  `data_format: numpy`, where the two agree within 10 % for get and frozen get at
-  4 KiB and 256 KiB, put at 4 KiB and batch_put at 256 KiB (section 7, "Same data"). (4) Its clients call
+  `data_format: numpy`, where the two tools' medians agree within 10 % for every
+  operation at 4 KiB and 256 KiB (section 7, "Same data"). (4) Its clients call
   `len(d)` once before their first test to open their manager connections; here
   the untimed puts (gets) or the warm-up rounds (puts) do that. (5) It runs one
   round per Dragon job and value size; here `repetitions` rounds run in one job.

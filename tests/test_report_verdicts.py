@@ -38,9 +38,7 @@ def noisy(value, n=8, seed=0, cv=0.02):
 
 def section(name: str, rows: list[dict], meta: dict | None = None, failed=()) -> dict:
     """A family's section as report.collect builds it: records, summary, points (status and flattened meta)."""
-    table = pd.DataFrame(rows)
-    derive = getattr(families.report_module(name), "derive", None)
-    table = derive(table) if derive else table
+    table = aggregate.tidy(name, pd.DataFrame(rows))
     summary = aggregate.summarize(name, table)
     fam = families.load(name)
     points = []

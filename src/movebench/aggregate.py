@@ -45,6 +45,11 @@ def load(family: str, paths) -> pd.DataFrame:
     table = pd.concat(frames, ignore_index=True)
     table["warmup"] = table["warmup"].astype(bool)
     table["ok"] = table["ok"].astype(bool)
+    return tidy(family, table)
+
+
+def tidy(family: str, table: pd.DataFrame) -> pd.DataFrame:
+    """Records as tables and reports read them: every axis present, and the family's derived columns."""
     # Records written before their family gained an axis ran at the axis's implicit default (their path says so).
     for key in families.load(family).point_keys:
         if key in IMPLICIT:

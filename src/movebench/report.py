@@ -114,6 +114,11 @@ def bound_line(ax, data: pd.DataFrame, x: str, scale: float = 1e9, label: str = 
     return True
 
 
+def varying(frame: pd.DataFrame, keys) -> list[str]:
+    """Those of `keys` whose column holds more than one value: what a figure or label must name."""
+    return [k for k in keys if k in frame and frame[k].nunique() > 1]
+
+
 def counted(table: pd.DataFrame) -> pd.DataFrame:
     """The measured repetitions: warm-ups and failed repetitions left out."""
     if table.empty:

@@ -4,35 +4,26 @@ from __future__ import annotations
 
 from movebench.bounds import copiers
 from movebench.core.sizes import format_size
-from movebench.report import SIZE, bound_line, figure_uri, html_table, median_of, plotting, ratio, ratio_text
+from movebench.report import SIZE, bound_line, figure_uri, html_table, median_of, plotting, ratio, ratio_text, varying
 
 OPERATIONS = ("put", "batch_put", "get", "frozen_get")
 
 RATIOS = {"batch_put / put": ("batch_put", "put"), "frozen_get / get": ("frozen_get", "get")}
-CASE = ["nodes", "clients_per_node", "managers_per_node", "value_size"]
-
-
-def case_keys(frame) -> list[str]:
-    """What makes a kv case besides its operation: the data format where the frame has it (records before it
-    became an axis do not)."""
-    return CASE + (["data_format"] if "data_format" in frame else [])
-
-
-def varies(frame, key: str) -> bool:
-    return key in frame and frame[key].nunique() > 1
+#: what makes a kv case besides its operation (aggregate.load gives records older than data_format its default)
+CASE = ["nodes", "clients_per_node", "managers_per_node", "value_size", "data_format"]
 
 
 def speedups(bw):
-    """Median bandwidth ratios at equal nodes, clients, managers and value size, as the study reports them."""
+    """Median bandwidth ratios at equal nodes, clients, managers, value size and data format, as the study reports
+    them."""
     import pandas as pd
 
-    keys = case_keys(bw)
-    wide = bw.pivot_table(index=keys, columns="variant", values="median", aggfunc="first").reset_index()
-    out = wide[keys].copy()
+    wide = bw.pivot_table(index=CASE, columns="variant", values="median", aggfunc="first").reset_index()
+    out = wide[CASE].copy()
     for label, (num, den) in RATIOS.items():
         if num in wide and den in wide:
             out[label] = wide[num] / wide[den]
-    if len(out.columns) == len(keys):
+    if len(out.columns) == len(CASE):
         return pd.DataFrame()
     return out
 
@@ -40,12 +31,12 @@ def speedups(bw):
 def context(table, summary, campaign):
     sns, plt = plotting()
     ctx = {"figures": [], "ratios": None, "startup": None, "passes": passes_per_round(table),
-           "formats": ", ".join(sorted(set(table["data_format"]))) if "data_format" in table and len(table) else None}
+           "formats": ", ".join(sorted(set(table["data_format"]))) if len(table) else None}
     bw = median_of(summary, "bandwidth_Bps")
     if bw.empty:
         return ctx
     bw["GB/s"] = bw["median"] / 1e9
-    style = "data_format" if varies(bw, "data_format") else "clients_per_node"
+    style = "data_format" if varying(bw, ["data_format"]) else "clients_per_node"
     grid = sns.relplot(data=bw, x="value_size", y="GB/s", hue="variant", style=style,
                        col="nodes", kind="line", marker="o", height=3.4, aspect=1.3,
                        hue_order=[o for o in OPERATIONS if o in set(bw["variant"])],
@@ -60,9 +51,9 @@ def context(table, summary, campaign):
     ratios = speedups(bw)
     if not ratios.empty:
         fig, ax = plt.subplots(figsize=(7, 3.6))
-        long = ratios.melt(id_vars=case_keys(ratios), value_vars=[c for c in RATIOS if c in ratios],
+        long = ratios.melt(id_vars=CASE, value_vars=[c for c in RATIOS if c in ratios],
                            var_name="ratio", value_name="x")
-        style = "data_format" if varies(long, "data_format") else "nodes"
+        style = "data_format" if varying(long, ["data_format"]) else "nodes"
         sns.lineplot(data=long.dropna(), x="value_size", y="x", hue="ratio", style=style, marker="o", ax=ax)
         ax.set(xscale="log", yscale="log", xlabel="value size (bytes)",
                ylabel="speed-up (ratio of median bandwidths)")
@@ -72,7 +63,7 @@ def context(table, summary, campaign):
     measured = table[~table["warmup"] & table["ok"]] if len(table) else table
     cols = [c for c in ("dragon_startup_s", "ddict_create_s", "clients_start_s") if c in measured]
     if cols:
-        start = measured.groupby(["variant", *case_keys(measured)], as_index=False)[cols].median()
+        start = measured.groupby(["variant", *CASE], as_index=False)[cols].median()
         ctx["startup"] = html_table(start, units={c: "s" for c in cols} | {"value_size": SIZE})
     return ctx
 
@@ -101,11 +92,10 @@ def headlines(table, summary) -> list[tuple[str, str]]:
     out = []
     if bw.empty:
         return out
-    keys = case_keys(bw)
-    several = varies(bw, "data_format")
+    several = bool(varying(bw, ["data_format"]))
     for label, (num, den) in RATIOS.items():
         figures = []
-        for values, group in bw.groupby(keys, sort=True):
+        for values, group in bw.groupby(CASE, sort=True):
             points = dict(zip(group["variant"], group["point"], strict=True))
             if num in points and den in points:
                 result = ratio(table, points[num], points[den], "bandwidth_Bps")

@@ -17,6 +17,7 @@ from movebench.report import (
     plotting,
     ratio,
     ratio_text,
+    varying,
 )
 
 
@@ -41,17 +42,13 @@ def derive(table):
 FACTORS = ("mpi_thread_level", "memory_mode")
 
 
-def varying(frame) -> list[str]:
-    return [k for k in FACTORS if k in frame and frame[k].nunique() > 1]
-
-
 def placement_label(nodes, ranks, *factors) -> str:
     return ", ".join([f"{ranks} ranks, {nodes} node{'s' if nodes > 1 else ''}", *map(str, factors)])
 
 
 def placement_labels(frame) -> list[str]:
     """Each row's ranks and nodes, and the factors the frame varies."""
-    columns = [frame["nodes"], frame["ranks"]] + [frame[k] for k in varying(frame)]
+    columns = [frame["nodes"], frame["ranks"]] + [frame[k] for k in varying(frame, FACTORS)]
     return [placement_label(*row) for row in zip(*columns, strict=True)]
 
 
@@ -117,7 +114,7 @@ def context(table, summary, campaign):
     if not sides.empty:
         best = best_window(bw)
         best["placement"] = [f"{n} node{'s' if n > 1 else ''}" for n in best["nodes"]]
-        factors = [best[k] for k in varying(best)]
+        factors = [best[k] for k in varying(best, FACTORS)]
         best["ranks (factors)"] = [", ".join([f"{r} ranks", *map(str, f)])
                                    for r, *f in zip(best["ranks"], *factors, strict=True)]
         grid = sns.relplot(data=best, x="message_size", y="GB/s", hue="placement", style="ranks (factors)",
@@ -130,7 +127,7 @@ def context(table, summary, campaign):
         ctx["intra_inter_table"] = html_table(sides)
     eff = median_of(summary, "efficiency")
     if not eff.empty:
-        keys = ["pattern", "nodes", "ranks", "message_size", *varying(eff)]
+        keys = ["pattern", "nodes", "ranks", "message_size", *varying(eff, FACTORS)]
         best = eff.sort_values("median").groupby(keys, as_index=False).last()
         best["ranks, nodes"] = placement_labels(best)
         fig, ax = plt.subplots(figsize=(7, 3.6))
@@ -141,7 +138,7 @@ def context(table, summary, campaign):
                                "(best window per point)", figure_uri(fig)))
     shuf = table[(table["variant"] == "shuffle") & ~table["warmup"] & table["ok"]] if len(table) else table
     if len(shuf):
-        cols = ["nodes", "ranks", "message_size", "window", "skew", *varying(shuf)]
+        cols = ["nodes", "ranks", "message_size", "window", "skew", *varying(shuf, FACTORS)]
         ctx["shuffle_table"] = html_table(shuf.groupby(cols, as_index=False).agg(
             bandwidth=("bandwidth_Bps", "median"), partition=("partition_s", "median"),
             exchange=("exchange_s", "median"), imbalance=("imbalance", "median"), verified=("verified", "all")),

@@ -6,6 +6,7 @@ from snakemake.utils import min_version
 
 min_version("9.0")
 
+from movebench import campaign
 from movebench import config as campaign_config
 
 # No `configfile:` here: the profiles name config/config.yaml, so that `--configfile my.yaml`
@@ -22,7 +23,7 @@ try:
     # Snakemake read the files already (before this Snakefile); what its loader lets through, e.g.
     # a key given twice, is refused here with the file and line.
     campaign_config.recheck_files(workflow.overwrite_configfiles)
-    config = campaign_config.validate(config, SCHEMAS)
+    config = campaign.validate(config, SCHEMAS)
 except campaign_config.ConfigFileError as error:
     sys.exit(f"movebench: {error}")
 except campaign_config.ConfigError as error:

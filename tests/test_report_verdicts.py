@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from movebench import aggregate, bounds, config, families, findings, report, report_verdicts
+from movebench import campaign as campaign_run
 from movebench.core import units
 
 KiB, MiB = 2**10, 2**20
@@ -246,7 +247,7 @@ def test_published_vs_measured_says_plainly_what_did_not_reproduce(tmp_path):
 
 
 def test_the_shipped_references_are_the_default_and_null_turns_them_off(tmp_path):
-    defaults = config.validate({"campaign": {"name": "x"}, "shuffle": {}})["campaign"]
+    defaults = campaign_run.validate({"campaign": {"name": "x"}, "shuffle": {}})["campaign"]
     assert defaults["references"] == "published" and defaults["compare_to"] is None
     assert report_verdicts.references_file(defaults) == report_verdicts.references.DEFAULT_FILE
     assert report_verdicts.references_file({**defaults, "references": None}) is None
@@ -275,7 +276,7 @@ def test_compare_to_adds_the_section_with_its_verdict_counts(tmp_path):
                         run={"host_load": {"cpus": 2, "campaign_cpus": 1.0, "other_cpus": 1.5}})
     sections = {"shuffle": section("shuffle", stream("uni", 2e9, seed=9) + stream("bidi", 6e9, seed=10))}
     cfg = campaign(tmp_path, compare_to=str(base), compare_thresholds={"shuffle": {"default": 0.1}})
-    assert config.validate({**cfg, "shuffle": {}})["campaign"]["compare_to"] == str(base)
+    assert campaign_run.validate({**cfg, "shuffle": {}})["campaign"]["compare_to"] == str(base)
     html = report.render_html(cfg, sections)
     part = html[html.index('id="compared"'):html.index('<h2 id="shuffle"')]
     assert f"Compared with <code>{base}</code>" in part and "BASE ran while other processes kept 1.50" in part
@@ -314,7 +315,7 @@ def test_compare_to_reads_tables_only_and_names_them_as_inputs(tmp_path):
 ])
 def test_bad_verdict_keys_are_refused_before_any_job(keys, problem):
     with pytest.raises(config.ConfigError) as error:
-        config.validate({"campaign": {"name": "x", **keys}, "shuffle": {}})
+        campaign_run.validate({"campaign": {"name": "x", **keys}, "shuffle": {}})
     assert problem in error.value.message()
 
 
@@ -323,7 +324,7 @@ def test_compare_to_must_be_a_finished_campaign_other_than_this_one(tmp_path):
     for folder, hint in ((tmp_path / "empty", "has no tables"), (tmp_path / "results", "this campaign's own")):
         folder.mkdir(exist_ok=True)
         with pytest.raises(config.ConfigError) as error:
-            config.validate({"campaign": {"name": "x", "results_dir": str(tmp_path / "results"),
+            campaign_run.validate({"campaign": {"name": "x", "results_dir": str(tmp_path / "results"),
                                           "compare_to": str(folder)}, "shuffle": {}})
         assert hint in error.value.message()
 
@@ -363,7 +364,7 @@ def test_compare_noise_from_sets_the_sections_thresholds_from_an_aa_pair(tmp_pat
     assert {"improved", "regressed"} & set(
         report_verdicts.comparison(plain, report_verdicts.results_of(plain, sections))["frame"]["verdict"])
     cfg = campaign(tmp_path, compare_to=str(base), compare_noise_from=[str(a), str(a2)])
-    assert config.validate({**cfg, "shuffle": {}})["campaign"]["compare_noise_from"] == [str(a), str(a2)]
+    assert campaign_run.validate({**cfg, "shuffle": {}})["campaign"]["compare_noise_from"] == [str(a), str(a2)]
     assert set(report_verdicts.inputs(cfg)["compare_to"]) >= {str(a / "tables" / "shuffle.parquet"),
                                                               str(a2 / "tables" / "shuffle_points.csv")}
     comparison = report_verdicts.comparison(cfg, report_verdicts.results_of(cfg, sections))
@@ -381,5 +382,5 @@ def test_compare_noise_from_sets_the_sections_thresholds_from_an_aa_pair(tmp_pat
 ])
 def test_compare_noise_from_needs_compare_to_and_two_folders(keys, problem):
     with pytest.raises(config.ConfigError) as error:
-        config.validate({"campaign": {"name": "x", **keys}, "shuffle": {}})
+        campaign_run.validate({"campaign": {"name": "x", **keys}, "shuffle": {}})
     assert problem in error.value.message()

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import yaml
 
+from movebench import campaign as campaign_run
 from movebench import cluster, families, verdict_commands
 from movebench import config as campaign_config
 
@@ -28,7 +29,7 @@ DEFAULT_CONFIG = "config/config.yaml"
 
 def _load(config_path) -> dict:
     try:
-        return campaign_config.validate(campaign_config.load(config_path or DEFAULT_CONFIG))
+        return campaign_run.validate(campaign_config.load(config_path or DEFAULT_CONFIG))
     except campaign_config.ConfigFileError as error:
         sys.exit(f"movebench: {error}")
     except campaign_config.ConfigError as error:

@@ -13,12 +13,13 @@ import copy
 import itertools
 import math
 import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
-import jsonschema
 import yaml
 
 from movebench import families, spec
+from movebench.core.problems import ConfigError, Problem, Verbatim, key_path, schema_problems, show
 
 CAMPAIGN = "campaign"
 # Keys every family section has besides its own; the engine applies them (campaign values as defaults).
@@ -53,42 +54,6 @@ class ConfigFileError(Exception):
     """A config file that is not a campaign: one line naming the file (and the line, for YAML)."""
 
 
-class ConfigError(Exception):
-    """Bad config; `problems` holds (key path, value, hint) triples."""
-
-    def __init__(self, problems):
-        self.problems = list(problems)
-        super().__init__(self.message())
-
-    def message(self) -> str:
-        lines = [f"  {path} = {_show(value)}: {hint}" for path, value, hint in self.problems]
-        noun = "problem" if len(lines) == 1 else "problems"
-        return f"invalid movebench config ({len(lines)} {noun}):\n" + "\n".join(lines)
-
-
-class Verbatim(str):
-    """A problem's value shown as it is, without quotes (e.g. a count that stands for the value)."""
-
-
-def _show(value) -> str:
-    if isinstance(value, Verbatim):
-        return str(value)
-    if isinstance(value, float) and not math.isfinite(value):
-        return {"nan": ".nan", "inf": ".inf", "-inf": "-.inf"}[repr(value)]  # as YAML spells them
-    if isinstance(value, (dict, list)):
-        text = yaml.safe_dump(value, default_flow_style=True, sort_keys=False).strip()
-    else:
-        text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _path(parts) -> str:
-    out = ""
-    for p in parts:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
-    return out or "(top level)"
-
-
 def schema_dir_default() -> Path:
     return Path(__file__).resolve().parents[2] / "workflow" / "schemas"
 
@@ -114,78 +79,6 @@ def full_schema(schema_dir: Path) -> dict:
     for name in families.names():
         schema["properties"][name] = family_schema(name, schema_dir)
     return schema
-
-
-def _with_defaults(validator_class):
-    """A validator that fills in `default` of missing properties as it validates."""
-    validate_properties = validator_class.VALIDATORS["properties"]
-
-    def set_defaults(validator, properties, instance, schema):
-        if isinstance(instance, dict):
-            for key, sub in properties.items():
-                if "default" in sub and key not in instance:
-                    instance[key] = copy.deepcopy(sub["default"])
-        yield from validate_properties(validator, properties, instance, schema)
-
-    return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
-
-
-def _hint(error) -> str:
-    v, s = error.validator, error.schema
-    if v == "additionalProperties":
-        allowed = sorted(s.get("properties", {}))
-        extra = sorted(set(error.instance) - set(allowed))
-        return f"unknown key {', '.join(map(repr, extra))}; valid keys: {', '.join(allowed)}"
-    if v == "enum":
-        return "must be one of " + ", ".join(map(str, s["enum"]))
-    if v == "type":
-        return f"must be of type {s['type'] if isinstance(s['type'], str) else ' or '.join(s['type'])}"
-    if v == "minItems":
-        return "must not be empty" if s["minItems"] == 1 else f"needs at least {s['minItems']} items"
-    if v == "minLength":
-        return "must not be empty"
-    if v == "minimum":
-        return f"must be >= {s['minimum']}"
-    if v == "exclusiveMinimum":
-        return f"must be > {s['exclusiveMinimum']}"
-    if v == "maximum":
-        return f"must be <= {s['maximum']}"
-    if v == "exclusiveMaximum":
-        return f"must be < {s['exclusiveMaximum']}"
-    if v == "required":
-        return error.message
-    if v in ("oneOf", "anyOf"):
-        descs = [sub.get("description") or sub.get("type") for sub in s[v]]
-        return "must be " + " or ".join(str(d) for d in descs if d)
-    if v == "pattern":
-        return s.get("description") or f"must match {s['pattern']}"
-    return error.message
-
-
-def _specific(error):
-    """For a mapping that fails every branch of a oneOf: the error of the mapping's branch, which names the key
-    (`repetitions: {min: 0}` is `repetitions.min = 0: must be >= 1`, not "must be a count or a rule")."""
-    if error.validator not in ("oneOf", "anyOf") or not error.context or not isinstance(error.instance, dict):
-        return error
-    wrong_type = {e.schema_path[0] for e in error.context if e.validator == "type" and not e.relative_path}
-    inner = [e for e in error.context if e.schema_path[0] not in wrong_type]
-    return _specific(inner[0]) if inner else error
-
-
-def _schema_problems(config: dict, schema: dict):
-    validator = _with_defaults(jsonschema.Draft202012Validator)(schema)
-    problems = []
-    errors = [_specific(e) for e in validator.iter_errors(config)]
-    for error in sorted(errors, key=lambda e: list(map(str, e.absolute_path))):
-        parts = list(error.absolute_path)
-        value = error.instance
-        if error.validator == "additionalProperties":
-            extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
-            parts, value = parts + [extra[0]], error.instance[extra[0]]
-        elif error.validator == "required":
-            value = None
-        problems.append((_path(parts), value, _hint(error)))
-    return problems
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -242,8 +135,8 @@ def _kind(value) -> str:
     if isinstance(value, list):
         return "a list"
     if isinstance(value, str):
-        return f"the text {_show(value)}"
-    return f"the value {_show(value)}"
+        return f"the text {show(value)}"
+    return f"the value {show(value)}"
 
 
 def recheck_files(paths) -> None:
@@ -291,7 +184,7 @@ def constraint_problems(fam, section: dict) -> list:
 def _non_finite_problems(value, parts=()) -> list:
     """Every .nan / .inf in the config: YAML reads them as floats that every number check lets through."""
     if isinstance(value, float) and not math.isfinite(value):
-        return [(_path(parts), value, "must be a finite number (YAML's .nan and .inf are not)")]
+        return [(key_path(parts), value, "must be a finite number (YAML's .nan and .inf are not)")]
     if isinstance(value, dict):
         return [p for key, sub in value.items() for p in _non_finite_problems(sub, (*parts, key))]
     if isinstance(value, list):
@@ -410,15 +303,19 @@ def duplicate_warnings(config: dict) -> list[str]:
                     seen.setdefault(value, []).append(given)
             for value, given in seen.items():
                 if len(given) > 1:
-                    lines.append(f"{name}.{axis.key}: {_show(value)} is given {len(given)} times "
-                                 f"({', '.join(_show(g) for g in given)}); its points run once")
+                    lines.append(f"{name}.{axis.key}: {show(value)} is given {len(given)} times "
+                                 f"({', '.join(show(g) for g in given)}); its points run once")
     return lines
 
 
-def validate(config: dict, schema_dir: Path | None = None, warn=None) -> dict:
+def validate(config: dict, schema_dir: Path | None = None, warn=None,
+             checks: Iterable[Callable[[dict], list[Problem]]] = ()) -> dict:
     """The config with defaults filled in; raises ConfigError listing every problem.
 
-    `warn(line)` gets what is accepted but probably not meant (default: printed to stderr).
+    `warn(line)` gets what is accepted but probably not meant (default: printed to stderr). `checks` are
+    run on a config whose campaign section passed, their problems listed with the others: the layers above
+    check the campaign keys they own (compare_to, references: `movebench.campaign.validate`), so that this
+    module depends on no report or verdict code.
     """
     schema_dir = Path(schema_dir or schema_dir_default())
     if not isinstance(config, dict):
@@ -429,7 +326,7 @@ def validate(config: dict, schema_dir: Path | None = None, warn=None) -> dict:
         raise ConfigError(problems)
     problems = _section_problems(config)
     problems += _renamed_problems(config)
-    problems += _schema_problems(config, full_schema(schema_dir))
+    problems += schema_problems(config, full_schema(schema_dir))
     broken = {path.split(".")[0].split("[")[0] for path, _, _ in problems}
     if CAMPAIGN not in broken:
         problems += results_dir_problems(config[CAMPAIGN])
@@ -452,9 +349,8 @@ def validate(config: dict, schema_dir: Path | None = None, warn=None) -> dict:
             if not own:
                 own = constraint_problems(fam, section)
             problems += [(f"{name}.{path}", value, hint) for path, value, hint in own]
-        from movebench import report_verdicts  # imports pandas: only once the schema passed
-
-        problems += report_verdicts.config_problems(config)
+        for check in checks:
+            problems += check(config)
     if problems:
         raise ConfigError(problems)
     for line in duplicate_warnings(config):

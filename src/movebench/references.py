@@ -24,10 +24,10 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from movebench import config as campaign_config
 from movebench import families
 from movebench.compare import Results, read_results
 from movebench.core import stats
+from movebench.core.problems import ConfigError, schema_problems, show
 from movebench.core.sizes import SizeError, parse_size
 from movebench.core.verdict import compare_samples
 
@@ -51,7 +51,7 @@ COLUMNS = ("id", "study", "system", "family", "kind", "what", "parameters", "met
            "title", "source")
 
 
-class ReferencesError(campaign_config.ConfigError):
+class ReferencesError(ConfigError):
     """A bad references file: one line per problem (key path, value, what would be valid)."""
 
     def __init__(self, problems, path=None):
@@ -59,7 +59,7 @@ class ReferencesError(campaign_config.ConfigError):
         super().__init__(problems)
 
     def message(self) -> str:
-        lines = [f"  {p} = {campaign_config._show(v)}: {hint}" for p, v, hint in self.problems]
+        lines = [f"  {p} = {show(v)}: {hint}" for p, v, hint in self.problems]
         noun = "problem" if len(lines) == 1 else "problems"
         where = f" {self.path}" if getattr(self, "path", None) else ""
         return f"invalid references file{where} ({len(lines)} {noun}):\n" + "\n".join(lines)
@@ -84,7 +84,7 @@ def validate(document: dict, path=None) -> dict:
 
     document = copy.deepcopy(document if document is not None else {})
     schema = yaml.safe_load(SCHEMA.read_text())
-    problems = campaign_config._schema_problems(document, schema)
+    problems = schema_problems(document, schema)
     if not problems:
         problems = _cross_checks(document)
     if problems:

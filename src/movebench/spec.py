@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-Problem = tuple[str, Any, str]  # (key path inside the section, bad value, what would be valid)
+from movebench.core.problems import Problem  # (key path inside the section, bad value, what would be valid)
 
 
 def _always(point: dict) -> bool:

@@ -78,10 +78,10 @@ format: install  ## apply snakefmt and ruff's fixes
 	$(VENV)/bin/ruff check --fix src tests scripts bench
 
 slurm-up: install  ## start the local Slurm test cluster: NODES=2 namespaces as hosts, LINK="rate=5gbit" shapes links
-	$(PY) -m movebench.testcluster up --nodes "$(NODES)" --link "$(LINK)"
+	$(PY) -m movebench_testcluster up --nodes "$(NODES)" --link "$(LINK)"
 
 slurm-down:  ## stop the local Slurm test cluster
-	$(PY) -m movebench.testcluster down
+	$(PY) -m movebench_testcluster down
 
 clean:  ## remove results and Snakemake's state (keeps .venv)
 	rm -rf results .snakemake

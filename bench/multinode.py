@@ -38,8 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 from movebench import launch  # noqa: E402
 from movebench.core.sizes import expand_sizes, format_size  # noqa: E402
-from movebench.testcluster import netns  # noqa: E402
-from movebench.testcluster.slurm import LocalSlurmCluster, running_cluster  # noqa: E402
+from movebench_testcluster import netns  # noqa: E402
+from movebench_testcluster.slurm import LocalSlurmCluster, running_cluster  # noqa: E402
 
 LAUNCHER = "srun --mpi=pmi2 -N {nodes} -n {ranks}"  # profiles/slurm's
 WINDOW = 8

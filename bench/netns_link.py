@@ -28,8 +28,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
-from movebench.testcluster import netns  # noqa: E402
-from movebench.testcluster.slurm import LocalSlurmCluster, running_cluster  # noqa: E402
+from movebench_testcluster import netns  # noqa: E402
+from movebench_testcluster.slurm import LocalSlurmCluster, running_cluster  # noqa: E402
 
 LINK_BW = ROOT / "tests" / "mpi" / "link_bw.py"
 SIZES = (1 << 20, 1 << 22)

@@ -88,7 +88,7 @@ def campaign(tmp_path):
 
 def _running_slurm_cluster():
     """A test cluster started earlier (e.g. `make slurm-up`) that owns /etc/slurm/slurm.conf."""
-    from movebench.testcluster.slurm import MARKER, SYSTEM_CONF, LocalSlurmCluster
+    from movebench_testcluster.slurm import MARKER, SYSTEM_CONF, LocalSlurmCluster
 
     try:
         first = SYSTEM_CONF.read_text().splitlines()[0]
@@ -107,7 +107,7 @@ def slurm_cluster():
     Its nodes n1, n2 are hosts of their own (network namespaces on 198.18.0.0/24, see docs/slurm-test-cluster.md).
     Tests that need more: `with slurm_cluster.resized(4):`, shaped links: `with slurm_cluster.shaped("rate=1gbit"):`.
     """
-    from movebench.testcluster.slurm import LocalSlurmCluster, missing_binaries
+    from movebench_testcluster.slurm import LocalSlurmCluster, missing_binaries
 
     if os.geteuid() != 0 and missing_binaries():
         pytest.skip("Slurm is not installed and installing it (apt-get) needs root")

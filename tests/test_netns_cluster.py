@@ -29,8 +29,8 @@ from pathlib import Path
 import pytest
 
 from conftest import PYTHON, ROOT
-from movebench.testcluster import netns
-from movebench.testcluster.slurm import SYSTEM_CONF
+from movebench_testcluster import netns
+from movebench_testcluster.slurm import SYSTEM_CONF
 
 pytestmark = [pytest.mark.slurm, pytest.mark.netns, pytest.mark.skipif(sys.platform != "linux", reason="Linux only")]
 

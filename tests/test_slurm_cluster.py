@@ -1,8 +1,8 @@
-"""The local two-node Slurm cluster (movebench.testcluster), with real daemons.
+"""The local two-node Slurm cluster (movebench_testcluster), with real daemons.
 
 The session fixture `slurm_cluster` (tests/conftest.py) starts munged, slurmctld and two slurmd (nodes n1
 and n2, each in its own network namespace on 198.18.0.0/24) in a fresh state directory, or reuses one
-already started with `python -m movebench.testcluster up` (and then leaves it running).  It
+already started with `python -m movebench_testcluster up` (and then leaves it running).  It
 installs Debian's slurm-wlm and munge with apt-get when they are missing,
 which needs root.
 
@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from movebench.testcluster.slurm import LocalSlurmCluster
+from movebench_testcluster.slurm import LocalSlurmCluster
 
 pytestmark = [pytest.mark.slurm, pytest.mark.skipif(sys.platform != "linux", reason="Linux only")]
 

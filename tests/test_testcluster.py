@@ -6,9 +6,9 @@ import ipaddress
 
 import pytest
 
-from movebench.testcluster import netns
-from movebench.testcluster.netns import LinkShape, NetworkError
-from movebench.testcluster.slurm import LocalSlurmCluster, SlurmClusterError, read_nodes
+from movebench_testcluster import netns
+from movebench_testcluster.netns import LinkShape, NetworkError
+from movebench_testcluster.slurm import LocalSlurmCluster, SlurmClusterError, read_nodes
 
 
 @pytest.mark.parametrize(

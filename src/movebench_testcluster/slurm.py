@@ -3,14 +3,14 @@
 ``LocalSlurmCluster`` starts Debian's Slurm (22.05 on Debian 12) with its own munged, one slurmctld
 and N slurmd (default 2): nodes ``n1``, ``n2``, ... Each node is a network namespace with its own
 UTS namespace (host name ``n1``), its own address on a bridge of the project's own (198.18.0.11,
-.12, ...; see ``movebench.testcluster.netns``) and its own /dev/shm; its slurmd, and every job step
+.12, ...; see ``movebench_testcluster.netns``) and its own /dev/shm; its slurmd, and every job step
 it starts, live there. slurmctld and munged run on the host, which reaches the bridge as
 198.18.0.1; munged's socket is a path every node sees. It is meant for tests and for trying the
 project's ``slurm`` profile without a real cluster::
 
-    python -m movebench.testcluster up [--nodes 4] [--link "rate=5gbit"]   # or: make slurm-up
+    python -m movebench_testcluster up [--nodes 4] [--link "rate=5gbit"]   # or: make slurm-up
     sbatch -N 2 --wrap 'srun hostname'
-    python -m movebench.testcluster down                                   # or: make slurm-down
+    python -m movebench_testcluster down                                   # or: make slurm-down
 
 Layout of the state directory (default ``/tmp/movebench-slurm``, or
 ``$MOVEBENCH_SLURM_DIR``, or ``--dir``; outside the repository, since the
@@ -55,8 +55,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from movebench.testcluster import netns
-from movebench.testcluster.netns import HEAD_ADDR, LinkShape, NetworkError
+from movebench_testcluster import netns
+from movebench_testcluster.netns import HEAD_ADDR, LinkShape, NetworkError
 
 SYSTEM_CONF = Path("/etc/slurm/slurm.conf")
 BACKUP_SUFFIX = ".movebench-backup"
@@ -128,7 +128,7 @@ def ensure_installed(*, log=print) -> bool:
     policy = Path("/usr/sbin/policy-rc.d")
     made_policy = False
     if not policy.exists():
-        policy.write_text("#!/bin/sh\n# temporary, written by movebench.testcluster\nexit 101\n")
+        policy.write_text("#!/bin/sh\n# temporary, written by movebench_testcluster\nexit 101\n")
         policy.chmod(0o755)
         made_policy = True
     install = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *APT_PACKAGES]
@@ -385,7 +385,7 @@ class LocalSlurmCluster:
             for n in self.nodes
         )
         return f"""{MARKER}{r}
-# Written by movebench.testcluster; removed (or the original restored) at stop.
+# Written by movebench_testcluster; removed (or the original restored) at stop.
 ClusterName={CLUSTER_NAME}
 # "localhost" is the one name slurmctld accepts whatever the host's name; the nodes reach it on
 # the host's side of the cluster's bridge.
@@ -480,7 +480,7 @@ PartitionName={PARTITION} Nodes={",".join(self.nodes)} Default=YES MaxTime=INFIN
         other = Path(first[len(MARKER) :].strip())
         if other != self.root and any(LocalSlurmCluster(other, install=False).running_daemons().values()):
             raise SlurmClusterError(f"another movebench Slurm cluster (state dir {other}) runs on this host; "
-                                    f"stop it first: python -m movebench.testcluster down --dir {other}")  # fmt: skip
+                                    f"stop it first: python -m movebench_testcluster down --dir {other}")  # fmt: skip
 
     def _restore_conf(self) -> None:
         try:
@@ -773,7 +773,7 @@ def running_cluster() -> LocalSlurmCluster | None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m movebench.testcluster",
+        prog="python -m movebench_testcluster",
         description="A Slurm test cluster whose nodes are network namespaces (docs/slurm-test-cluster.md).",
     )
     p.add_argument("action", choices=["up", "down", "status", "install"])
@@ -797,7 +797,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"Slurm cluster up {took}: nodes {hosts}; links {c.link or 'unshaped'}; "
                   f"partition {PARTITION}, conf {c.conf_path}, state {c.root}")  # fmt: skip
             print(f"on a node: nsenter -t $(cat {c.root}/run/slurmd.n1.pid) -n -u -i -m -- hostname")
-            print(f"stop it with: python -m movebench.testcluster down --dir {c.root}")
+            print(f"stop it with: python -m movebench_testcluster down --dir {c.root}")
         elif a.action == "down":
             print(f"Slurm cluster down in {c.stop():.1f} s")
         else:

@@ -174,7 +174,7 @@ def _link_exists(name: str, ns: str | None = None) -> bool:
 def hosts_text(nodes: list[str]) -> str:
     lines = ["127.0.0.1\tlocalhost", f"{HEAD_ADDR}\t{HEAD_NAME}"]
     lines += [f"{node_addr(n)}\t{n}" for n in nodes]
-    return "# written by movebench.testcluster: the test cluster's hosts\n" + "\n".join(lines) + "\n"
+    return "# written by movebench_testcluster: the test cluster's hosts\n" + "\n".join(lines) + "\n"
 
 
 def nsswitch_text() -> str:
@@ -184,11 +184,11 @@ def nsswitch_text() -> str:
     except OSError:
         text = "passwd: files\ngroup: files\nshadow: files\n"
     lines = [ln for ln in text.splitlines() if not re.match(r"\s*hosts\s*:", ln)]
-    return "\n".join(["# written by movebench.testcluster", *lines, "hosts: files"]) + "\n"
+    return "\n".join(["# written by movebench_testcluster", *lines, "hosts: files"]) + "\n"
 
 
 RESOLV_TEXT = (
-    "# written by movebench.testcluster: no resolver is reachable from a test node, by design.\n"
+    "# written by movebench_testcluster: no resolver is reachable from a test node, by design.\n"
     "# nsswitch.conf says hosts: files; this is for programs that read resolv.conf themselves:\n"
     "# the node's own loopback refuses at once.\n"
     "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n"

@@ -1,5 +1,0 @@
-"""The project's own test cluster: a real Slurm on this machine, for the tests and `make slurm-up`.
-
-Nothing in a campaign imports this package: it exists to test the slurm profile against live
-daemons. See docs/slurm-test-cluster.md.
-"""

@@ -1,5 +1,0 @@
-import sys
-
-from movebench.testcluster.slurm import main
-
-sys.exit(main())

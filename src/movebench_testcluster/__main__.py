@@ -1,0 +1,5 @@
+import sys
+
+from movebench_testcluster.slurm import main
+
+sys.exit(main())

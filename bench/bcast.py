@@ -37,10 +37,10 @@ from pathlib import Path
 ROOT_DIR = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT_DIR / "src"))
 
-from movebench import admission  # noqa: E402
+from movebench import admission, families  # noqa: E402
 from movebench.families import bcast  # noqa: E402
 from movebench.families.bcast.kernel import IN_PLACE  # noqa: E402
-from movebench.launch import make_task, run_kernel  # noqa: E402
+from movebench.launch import run_kernel  # noqa: E402
 
 MPIEXEC = Path(sys.executable).with_name("mpiexec")
 OSU_BCAST = ROOT_DIR / "bench" / "mpi4py_demo" / "osu_bcast.py"
@@ -67,7 +67,7 @@ def kernel(ranks: int, case: dict, method: str, repetitions: int, warmups: int) 
         point["density"] = case["density"]
     point["dtype"] = "float64"
     with tempfile.TemporaryDirectory(prefix="bench-bcast-") as tmp:
-        done, recs, info = run_kernel(make_task("bcast", point, {"seed": 2024}, repetitions, warmups), tmp,
+        done, recs, info = run_kernel(families.load("bcast").task(point, {"seed": 2024}, repetitions, warmups), tmp,
                                       str(MPIEXEC), env=ENV)
     if done.returncode != 0:
         sys.exit(f"failed ({done.returncode}): bcast {point}\n{done.stdout}\n{done.stderr}")

@@ -86,11 +86,12 @@ def movebench_point(family: str, params: tuple[dict, dict], repetitions: int, wa
                     measure: str = "bandwidth_Bps", env: dict | None = None) -> float:
     """Run one movebench point (its JSON task, as a campaign runs its kernel) and return the median of `measure`."""
     sys.path.insert(0, str(ROOT / "src"))
-    from movebench.launch import make_task, run_kernel
+    from movebench import families
+    from movebench.launch import run_kernel
 
     point, settings = params
     with tempfile.TemporaryDirectory(prefix="movebench-cref-") as tmp:
-        done, recs, _ = run_kernel(make_task(family, point, settings, repetitions, warmups), tmp, MPIEXEC,
+        done, recs, _ = run_kernel(families.load(family).task(point, settings, repetitions, warmups), tmp, MPIEXEC,
                                    timeout=600, env=env or kernel_env(None))
     if done.returncode != 0 or recs is None:
         sys.exit(f"failed ({done.returncode}): {family} {point}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")

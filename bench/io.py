@@ -45,8 +45,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from movebench import families  # noqa: E402
 from movebench.core.sizes import format_size, parse_size  # noqa: E402
-from movebench.launch import make_task, run_kernel  # noqa: E402
+from movebench.launch import run_kernel  # noqa: E402
 
 MPIEXEC = str(Path(sys.executable).with_name("mpiexec"))
 RANKS = 2
@@ -67,7 +68,7 @@ def movebench(pattern: str, size: int, reps: int, path: Path, backend="posix", e
     if backend == "posix":
         settings.update(path=str(path), transfer_size=min(size, MAX_PIECE))
     with tempfile.TemporaryDirectory() as tmp:
-        done, recs, _ = run_kernel(make_task("io", point, settings, reps, 1), tmp, MPIEXEC, 900, env())
+        done, recs, _ = run_kernel(families.load("io").task(point, settings, reps, 1), tmp, MPIEXEC, 900, env())
     if done.returncode != 0:
         sys.exit(f"movebench failed:\n{done.stderr[-3000:]}")
     return [r["bandwidth_Bps"] for r in recs if not r["warmup"]]

@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python bench/kv.py [--rounds 2] [--sizes 1KiB,4KiB,16KiB,64KiB,256KiB,1MiB]
 Every point is launched as a campaign's point rule launches it (python -m movebench.launch ->
-movebench.dragonrun -> dragon -s -> the kv kernel): 1 node, 2 clients, 1 manager, keys by
+movebench.launchers.dragon -> dragon -s -> the kv kernel): 1 node, 2 clients, 1 manager, keys by
 gups_ddict's rule (total_mem 256 MiB, mem_frac 0.1, at most 200 keys per client), 5 counted rounds
 after 1 warm-up. The four operations of a size run one after the other, and the whole sweep is
 repeated `--rounds` times, so that each ratio is the median of ratios taken within one round
@@ -23,11 +23,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+from movebench import families  # noqa: E402
 from movebench.core.records import read_jsonl  # noqa: E402
 from movebench.core.sizes import format_size, parse_size  # noqa: E402
 from movebench.families.kv import keys_per_client  # noqa: E402
 from movebench.families.kv.kernel import OPERATIONS  # noqa: E402
-from movebench.launch import make_task  # noqa: E402
 
 SECTION = {"total_mem": "256MiB", "mem_frac": 0.1, "max_keys": 200, "keys_per_client": None}
 
@@ -38,8 +38,9 @@ def run_point(operation: str, size: int, tmp: Path) -> dict:
     settings = {"streams_per_manager": 5, "total_mem": parse_size(SECTION["total_mem"]), "iterations": 1,
                 "keys_per_client": keys}
     out, meta = tmp / f"{operation}-{size}.jsonl", tmp / f"{operation}-{size}.meta.json"
-    proc = subprocess.run([sys.executable, "-m", "movebench.launch", "--task",
-                           json.dumps(make_task("kv", point, settings, 5, 1)), "--timeout", "300", "--out", str(out),
+    task = families.load("kv").task(point, settings, 5, 1)
+    proc = subprocess.run([sys.executable, "-m", "movebench.launch", "--task", json.dumps(task.to_dict()),
+                           "--timeout", "300", "--out", str(out),
                            "--meta", str(meta), "--failed", str(tmp / "failed.json")], capture_output=True, text=True,
                           cwd=tmp)
     if proc.returncode != 0:

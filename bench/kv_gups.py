@@ -9,7 +9,7 @@ dragonhpc 0.12.3); it is not part of movebench. Put it at bench/.cache/gups_ddic
 
 Parameters of both: 1 node, 2 clients, 1 manager, DDict of 256 MiB, mem_frac 0.1, at most 200 keys
 per client (200 keys at 4 KiB, 51 at 256 KiB: the same rule on both sides), the same Dragon segment
-sizes, both launched through movebench.dragonrun.
+sizes, both launched through movebench.launchers.dragon.
 
 Part A: for every operation, value size and passes per timed round, one movebench point per data format
 (kv.data_formats: bytes, movebench's default, and numpy, gups_ddict's own keys and values; 5 counted
@@ -39,9 +39,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+from movebench import families  # noqa: E402
 from movebench.families.kv import keys_per_client  # noqa: E402
 from movebench.families.kv.kernel import segment_env, shm_bytes  # noqa: E402
-from movebench.launch import make_task, run_kernel  # noqa: E402
+from movebench.launch import run_kernel  # noqa: E402
 
 PY = sys.executable
 GUPS = ROOT / "bench" / ".cache" / "gups_ddict.py"
@@ -51,7 +52,7 @@ OPS = {"put": "put", "batch_put": "batchput", "get": "get", "frozen_get": "froze
 
 
 def dragonrun(value_size: int) -> list[str]:
-    cmd = [PY, "-m", "movebench.dragonrun", "--shm-bytes", str(shm_bytes(TOTAL_MEM, value_size, 2))]
+    cmd = [PY, "-m", "movebench.launchers.dragon", "--shm-bytes", str(shm_bytes(TOTAL_MEM, value_size, 2))]
     for name, value in segment_env(value_size, 2).items():
         cmd += ["--env", f"{name}={value}"]
     return cmd + ["--", str(Path(PY).with_name("dragon")), "-s"]
@@ -64,7 +65,7 @@ def movebench_kv_point(operation: str, size: int, passes: int, tmp: Path, repeti
     point = {"operation": operation, "nodes": 1, "clients_per_node": 2, "managers_per_node": 1, "value_size": size,
              "data_format": data_format}
     settings = {"streams_per_manager": 5, "total_mem": TOTAL_MEM, "iterations": passes, "keys_per_client": keys}
-    task = make_task("kv", point, settings, repetitions, warmups)
+    task = families.load("kv").task(point, settings, repetitions, warmups)
     proc, recs, _ = run_kernel(task, tmp, timeout=600)
     if proc.returncode != 0 or not recs:
         sys.exit(f"movebench kv {operation} {size}: failed\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")

@@ -36,7 +36,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
-from movebench import launch  # noqa: E402
+from movebench import families, launch  # noqa: E402
 from movebench.core.sizes import expand_sizes, format_size  # noqa: E402
 from movebench_testcluster import netns  # noqa: E402
 from movebench_testcluster.slurm import LocalSlurmCluster, running_cluster  # noqa: E402
@@ -58,7 +58,7 @@ def client_env(cluster: LocalSlurmCluster) -> dict:
 def measure(cluster, folder: Path, pattern: str, size: int, nodes: int) -> tuple[float, float, dict]:
     """(median bandwidth, max bandwidth, meta) of one run of the shuffle kernel on 2 ranks over `nodes` nodes."""
     point = {"pattern": pattern, "nodes": nodes, "ranks": 2, "message_size": size, "window": WINDOW}
-    task = launch.make_task("shuffle", point, {"iterations": "auto", "repetition_time": 0.2}, repetitions=3,
+    task = families.load("shuffle").task(point, {"iterations": "auto", "repetition_time": 0.2}, repetitions=3,
                             warmups=1)
     proc, recs, meta = launch.run_kernel(task, folder, LAUNCHER, timeout=300, env=client_env(cluster))
     if proc.returncode != 0 or not recs:

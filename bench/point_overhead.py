@@ -87,10 +87,10 @@ def timed(cmd: list[str], cwd=None, env=None) -> tuple[float, subprocess.Complet
 
 
 def task(tmp: Path) -> Path:
-    from movebench.launch import make_task
+    from movebench import families
 
     path = tmp / "task.json"
-    path.write_text(json.dumps({**make_task("shuffle", POINT, SETTINGS, repetitions=5, warmups=1),
+    path.write_text(json.dumps({**families.load("shuffle").task(POINT, SETTINGS, repetitions=5, warmups=1).to_dict(),
                                 "out": str(tmp / "k.jsonl"), "meta": str(tmp / "k.meta.json")}))
     return path
 
@@ -105,12 +105,13 @@ def kernel_step(tmp: Path) -> float:
 
 
 def launch_step(tmp: Path, python: str = PY) -> float:
-    from movebench.launch import make_task
+    from movebench import families
 
     out = tmp / "l.jsonl"
     out.unlink(missing_ok=True)
-    cmd = [python, "-m", "movebench.launch", "--task", json.dumps(make_task("shuffle", POINT, SETTINGS, 5, 1)),
-           "--out", str(out), "--meta", str(tmp / "l.meta.json"), "--failed", str(tmp / "failed.json")]
+    task = families.load("shuffle").task(POINT, SETTINGS, 5, 1)
+    cmd = [python, "-m", "movebench.launch", "--task", json.dumps(task.to_dict()), "--out", str(out), "--meta",
+           str(tmp / "l.meta.json"), "--failed", str(tmp / "failed.json")]
     wall, _ = timed(cmd, cwd=tmp, env=CAMPAIGN_ENV)
     return wall - timed_seconds(out)
 
@@ -127,7 +128,8 @@ def steps(tmp: Path, against: Path | None) -> dict:
         "mpiexec + MPI init/finalize, UCX's memory hooks on": lambda: timed(
             mpi + ["from mpi4py import MPI"], env=HOOKS_ENV)[0],
         "mpiexec + kernel imports": lambda: timed(mpi + [
-            "from mpi4py import MPI; import movebench.families.shuffle.kernel, movebench.runner"], env=POINT_ENV)[0],
+            "from mpi4py import MPI; import movebench.families.shuffle.kernel, movebench.core.runner"],
+            env=POINT_ENV)[0],
         "kernel (wall - timed)": lambda: kernel_step(tmp),
         "launch -> kernel (wall - timed)": lambda: launch_step(tmp),
     }

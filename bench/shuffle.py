@@ -23,7 +23,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-from movebench.launch import make_task, run_kernel  # noqa: E402
+from movebench import families  # noqa: E402
+from movebench.launch import run_kernel  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 MPIEXEC = str(Path(sys.executable).with_name("mpiexec"))
@@ -58,7 +59,7 @@ def run_movebench(pattern: str, size: int, tmp: Path) -> float:
     """Median bandwidth of movebench's kernel at OSU's loop count and window, 3 repetitions."""
     point = {"pattern": pattern, "nodes": 1, "ranks": 2, "message_size": size, "window": 64}
     settings = {"iterations": 100 if size <= 8192 else 20, "repetition_time": 0.5}
-    proc, recs, _ = run_kernel(make_task("shuffle", point, settings, 3, 1), tmp / f"{pattern}-{size}", MPIEXEC)
+    proc, recs, _ = run_kernel(families.load("shuffle").task(point, settings, 3, 1), tmp / f"{pattern}-{size}", MPIEXEC)
     if proc.returncode != 0:
         raise SystemExit(f"shuffle {pattern} {size} failed:\n{proc.stderr[-2000:]}")
     return statistics.median(r["bandwidth_Bps"] for r in recs if not r["warmup"])

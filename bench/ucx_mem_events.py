@@ -26,7 +26,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
-from movebench.launch import make_task, run_kernel  # noqa: E402
+from movebench import families  # noqa: E402
+from movebench.launch import run_kernel  # noqa: E402
 
 REPS, WARMUPS = 6, 1
 # shuffle loops sized to move about 64 MiB per repetition; broadcasts at 1 MiB and 32 MB (2000 x 2000 float64)
@@ -39,10 +40,11 @@ def tasks() -> dict[str, dict]:
     for pattern, size in STREAMS:
         point = {"pattern": pattern, "nodes": 1, "ranks": 2, "message_size": size, "window": 64}
         iterations = max(1, (64 << 20) // (size * 64))
-        named[f"shuffle {pattern} {size} B"] = make_task("shuffle", point, {"iterations": iterations}, REPS, WARMUPS)
+        named[f"shuffle {pattern} {size} B"] = families.load("shuffle").task(point, {"iterations": iterations}, REPS,
+                                                                             WARMUPS)
     for method, shape in BCASTS:
         point = {"kind": "dense", "method": method, "nodes": 1, "ranks": 2, "shape": shape, "dtype": "float64"}
-        named[f"bcast {method} {shape}"] = make_task("bcast", point, {"seed": 2024}, REPS, WARMUPS)
+        named[f"bcast {method} {shape}"] = families.load("bcast").task(point, {"seed": 2024}, REPS, WARMUPS)
     return named
 
 
@@ -52,7 +54,7 @@ def run(task: dict, folder: Path, env: dict) -> tuple[float, float]:
     done, recs, _ = run_kernel(task, folder, env=env)
     wall = time.perf_counter() - start
     if done.returncode != 0 or not recs or not all(r.get("ok", True) for r in recs):
-        sys.exit(f"failed: {task['point']}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+        sys.exit(f"failed: {task.point}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
     timed = sum(r.get("timed_s") or r["elapsed_s"] for r in recs)
     return statistics.median(r["bytes"] / r["elapsed_s"] for r in recs if not r["warmup"]), wall - timed
 

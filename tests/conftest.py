@@ -17,19 +17,20 @@ PYTHON = sys.executable
 MPIEXEC = str(Path(PYTHON).with_name("mpiexec")) if Path(PYTHON).with_name("mpiexec").exists() else "mpiexec"
 
 
-def make_task(family: str, point: dict, settings: dict, repetitions=3, warmups=1) -> dict:
-    from movebench import launch
+def make_task(family: str, point: dict, settings: dict, repetitions=3, warmups=1):
+    """The family's task for a point given by hand (movebench.spec.Family.task), with the tests' default counts."""
+    from movebench import families
 
-    return launch.make_task(family, point, settings, repetitions, warmups)
+    return families.load(family).task(point, settings, repetitions, warmups)
 
 
-def run_kernel(task: dict, folder: Path, timeout=120, check=True, env=None, launcher=None):
+def run_kernel(task, folder: Path, timeout=120, check=True, env=None, launcher=None):
     """The task's kernel under the command movebench.launch builds; returns (process, records, meta)."""
     from movebench import launch
 
     proc, recs, meta = launch.run_kernel(task, folder, launcher or MPIEXEC, timeout, env or os.environ.copy())
     if check and proc.returncode != 0:
-        raise AssertionError(f"{task['family']} {task['point']} failed ({proc.returncode}):\n{proc.stdout}\n"
+        raise AssertionError(f"{task.family} {task.point} failed ({proc.returncode}):\n{proc.stdout}\n"
                              f"{proc.stderr}")
     return proc, recs, meta
 

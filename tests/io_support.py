@@ -43,7 +43,7 @@ def io_settings(backend: str, tmp_path: Path, name_prefix: str, **extra) -> dict
     return settings
 
 
-def io_task(ranks, pattern, backend, tmp_path, size=40000, reps=2, warmups=1, name_prefix=None, **extra) -> dict:
+def io_task(ranks, pattern, backend, tmp_path, size=40000, reps=2, warmups=1, name_prefix=None, **extra):
     point = {"pattern": pattern, "backend": backend, "nodes": 1, "ranks": ranks, "size_per_proc": int(size)}
     prefix = name_prefix or f"mbt-{pattern}-{backend}-{ranks}"
     return make_task("io", point, io_settings(backend, tmp_path, prefix, **extra), reps, warmups)

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from movebench import admission, cluster
+from movebench import admission, cluster, plan
 from movebench import config as cc
 from movebench.families import shuffle as shuffle_spec
 
@@ -20,7 +20,7 @@ NODE = admission.Capacity(where="a 16 GiB node", memory_bytes=16 * GiB, memory_s
 
 def refused(config, capacity=NODE):
     config = cc.validate(config, warn=lambda line: None)
-    return admission.problems(config, cc.grid(config), capacity)
+    return admission.problems(config, plan.grid(config), capacity)
 
 
 def shuffle(**section):
@@ -143,7 +143,7 @@ def test_kv_dev_shm_is_checked_here_and_left_to_the_launcher_on_other_nodes():
     assert room.path == "/dev/shm" and room.node_local and room.bytes > 256 * 2**20
     huge = {"campaign": {}, "kv": {"operations": ["put"], "total_mem": "1TiB"}}
     far = admission.Capacity("Slurm partition batch", 64 * 2**40, "RealMemory", 32, None, local_storage=False)
-    assert refused(huge, far) == []  # another machine's /dev/shm: dragonrun checks it there
+    assert refused(huge, far) == []  # another machine's /dev/shm: the Dragon launcher checks it there
 
 
 SCONTROL_PARTITIONS = (

@@ -9,6 +9,7 @@ import yaml
 
 from conftest import PYTHON, ROOT
 from movebench import config as campaign_config
+from movebench import plan
 from movebench.families import io as io_family
 from movebench.services import azurite as azurite_service
 
@@ -32,7 +33,7 @@ def planned(proc) -> dict[str, int]:
 def test_the_profile_names_the_default_campaign(tmp_path):
     proc = snakemake(tmp_path, "--profile", str(ROOT / "profiles" / "local"), "--dry-run")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    grid = campaign_config.grid(campaign_config.validate(yaml.safe_load((ROOT / "config/config.yaml").read_text())))
+    grid = plan.grid(campaign_config.validate(yaml.safe_load((ROOT / "config/config.yaml").read_text())))
     assert {k: v for k, v in planned(proc).items() if k.endswith("_point")} == {
         f"{name}_point": len(points) for name, points in grid.items()}
 
@@ -60,7 +61,7 @@ def test_the_default_campaigns_blob_points_with_plain_snakemake(tmp_path, monkey
         pytest.skip(azurite_service.node_missing())
     monkeypatch.delenv(io_family.AZURITE_ENV, raising=False)
     config = campaign_config.validate(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()))
-    blob = [path for path, task in campaign_config.tasks(config, campaign_config.grid(config))["io"].items()
+    blob = [path for path, task in plan.tasks(config, plan.grid(config))["io"].items()
             if task["point"]["backend"] == "blob"]
     assert len(blob) >= 3
     targets = [f"results/raw/io/{path}.jsonl" for path in blob]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import MPIEXEC, PYTHON, make_task, mpirun, run_kernel
-from movebench import admission, families
+from movebench import admission, families, plan
 from movebench import config as campaign_config
 from movebench.families import bcast as spec
 from movebench.families.bcast import kernel
@@ -73,13 +73,13 @@ def test_the_rule_finds_each_point_by_its_path():
     dense = validate({"kinds": ["dense"], "methods": ["rma"], "shapes": [[131072], [30, 40]]})
     sparse = validate({"kinds": ["sparse"], "methods": ["rma"], "shapes": [[30, 40]], "densities": [0.0008, 1]})
     for cfg in (dense, sparse):
-        grid = campaign_config.grid(cfg)
-        tasks = campaign_config.tasks(cfg, grid)["bcast"]
+        grid = plan.grid(cfg)
+        tasks = plan.tasks(cfg, grid)["bcast"]
         assert list(tasks) == [families.point_path(p) for p in grid["bcast"]]
         for point in grid["bcast"]:
             task = tasks[families.point_path(point)]
-            assert task["point"] == point and task["settings"] == {"seed": 2024}
-            assert task["variant"] == "rma" and task["ranks"] == 2 and task["nodes"] == 1
+            assert task.point == point and task.settings == {"seed": 2024}
+            assert task.variant == "rma" and task.ranks == 2 and task.nodes == 1
 
 
 def test_osu_is_a_method_of_every_kind_and_a_default():
@@ -116,7 +116,7 @@ def test_bad_input_is_refused_with_key_value_and_hint(section, path, words):
 def refused(section):
     """Admission's lines for the config's points on this machine (what onstart checks before any job)."""
     config = validate(section)
-    return admission.problems(config, campaign_config.grid(config), admission.local_capacity())
+    return admission.problems(config, plan.grid(config), admission.local_capacity())
 
 
 def test_shape_too_large_for_memory_is_refused_before_launch():
@@ -241,7 +241,7 @@ def test_corrupted_point_is_marked_failed_by_the_launcher(tmp_path):
     task = make_task("bcast", point, {"seed": 2024, "fault": "corrupt-receive"}, repetitions=1, warmups=0)
     out, failed = tmp_path / "r.jsonl", tmp_path / "failed.json"
     done = subprocess.run(
-        [PYTHON, "-m", "movebench.launch", "--task", json.dumps(task), "--launcher", MPIEXEC, "--out", str(out),
+        [PYTHON, "-m", "movebench.launch", "--task", json.dumps(task.to_dict()), "--launcher", MPIEXEC, "--out", str(out),
          "--meta", str(tmp_path / "m.json"), "--failed", str(failed)],
         capture_output=True, text=True, timeout=60,
     )

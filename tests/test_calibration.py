@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from conftest import PYTHON, make_task, run_kernel
-from movebench import config
+from movebench import config, plan
 from movebench.families.calibration import kernel
 from movebench.families.calibration import report as calibration_report
 
@@ -32,9 +32,9 @@ def test_fio_writes_as_the_io_family_does():
 def test_the_grid_is_the_configs_with_or_without_fio(monkeypatch):
     section = {"calibration": {"probes": ["memcpy", "fio"], "memcpy_sizes": ["4KiB"], "fio_sizes": ["1MiB"],
                                "fio_patterns": ["sfmw"]}}
-    with_fio = config.grid(config.validate({"campaign": {"name": "x"}, **section}))
+    with_fio = plan.grid(config.validate({"campaign": {"name": "x"}, **section}))
     monkeypatch.setenv("PATH", "/nonexistent")
-    without = config.grid(config.validate({"campaign": {"name": "x"}, **section}))
+    without = plan.grid(config.validate({"campaign": {"name": "x"}, **section}))
     assert with_fio == without and [p["probe"] for p in with_fio["calibration"]] == ["memcpy", "fio"]
 
 
@@ -42,7 +42,7 @@ def test_the_grid_is_the_configs_with_or_without_fio(monkeypatch):
 def test_memcpy_counts_every_ranks_copies(tmp_path):
     point = {"probe": "memcpy", "ranks": 2, "size": 64 * 1024}
     task = make_task("calibration", point, {"iterations": 50, "repetition_time": 0.01}, repetitions=6, warmups=1)
-    assert task["ranks"] == 2
+    assert task.ranks == 2
     _, recs, meta = run_kernel(task, tmp_path)
     assert [r["warmup"] for r in recs] == [True] + [False] * 6
     for r in recs:
@@ -72,7 +72,7 @@ def test_fio_records_each_run_and_leaves_nothing_behind(fio, tmp_path, pattern, 
     target = tmp_path / "target"
     point = {"probe": "fio", "pattern": pattern, "ranks": 2, "size_per_proc": MiB}
     task = make_task("calibration", point, {"fio_path": str(target)}, repetitions=3, warmups=1)
-    assert (task["ranks"], task["nodes"]) == (1, 1)  # fio starts its own jobs
+    assert (task.ranks, task.nodes) == (1, 1)  # fio starts its own jobs
     _, recs, meta = run_kernel(task, tmp_path / "out")
     assert [r["warmup"] for r in recs] == [True, False, False, False]
     for r in recs:

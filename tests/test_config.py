@@ -6,6 +6,7 @@ import pytest
 
 from conftest import PYTHON, ROOT
 from movebench import config as cc
+from movebench import plan
 from movebench.families import point_path
 
 
@@ -73,7 +74,7 @@ def test_grid_expands_every_combination_and_skew_only_for_shuffle():
     config = cc.validate({"campaign": {}, "shuffle": {
         "patterns": ["uni", "shuffle"], "ranks": [2, 4], "message_sizes": {"from": "1KiB", "to": "4KiB"},
         "windows": [1, 8], "skew": [0, 1.5]}})
-    points = cc.grid(config)["shuffle"]
+    points = plan.grid(config)["shuffle"]
     uni = [p for p in points if p["pattern"] == "uni"]
     shuf = [p for p in points if p["pattern"] == "shuffle"]
     assert len(uni) == 2 * 3 * 2 and len(shuf) == 2 * 3 * 2 * 2
@@ -88,20 +89,20 @@ def test_point_paths_follow_the_axes():
 
 def test_nodes_beyond_some_ranks_leave_out_those_points_only():
     config = cc.validate({"campaign": {}, "shuffle": {"patterns": ["uni"], "ranks": [2, 4], "nodes": [1, 4]}})
-    pairs = {(p["nodes"], p["ranks"]) for p in cc.grid(config)["shuffle"]}
+    pairs = {(p["nodes"], p["ranks"]) for p in plan.grid(config)["shuffle"]}
     assert pairs == {(1, 2), (1, 4), (4, 4)}
 
 
 def test_repetitions_and_warmups_per_family_default_to_the_campaigns():
     config = cc.validate({"campaign": {"repetitions": 7, "warmups": 1}, "shuffle": {"warmups": 3}})
     assert (config["shuffle"]["repetitions"], config["shuffle"]["warmups"]) == (7, 3)
-    task = next(iter(cc.tasks(config, cc.grid(config))["shuffle"].values()))
-    assert (task["repetitions"], task["warmups"]) == (7, 3)
+    task = next(iter(plan.tasks(config, plan.grid(config))["shuffle"].values()))
+    assert (task.repetitions, task.warmups) == (7, 3)
 
 
 def test_disabled_family_has_no_points():
     config = cc.validate({"campaign": {}, "shuffle": {"enabled": False}, "bcast": {"shapes": [[8, 8]]}})
-    assert list(cc.grid(config)) == ["bcast"]
+    assert list(plan.grid(config)) == ["bcast"]
 
 
 def test_snakemake_stops_before_any_job_with_the_message_and_no_traceback(tmp_path):
@@ -216,7 +217,7 @@ def test_max_points_counts_every_family_and_can_be_raised():
     message = one_problem(config)
     assert "campaign.max_points = 3: the campaign has 4 points (bcast 2, shuffle 2)" in message
     config["campaign"]["max_points"] = 4
-    assert sum(len(p) for p in cc.grid(cc.validate(config)).values()) == 4
+    assert sum(len(p) for p in plan.grid(cc.validate(config)).values()) == 4
 
 
 @pytest.mark.parametrize(
@@ -232,15 +233,15 @@ def test_a_value_given_twice_is_warned_about_and_runs_once(key, values, shown):
     lines = []
     config = cc.validate({"campaign": {}, "shuffle": {**STREAM, key: values}}, warn=lines.append)
     assert any(shown in line for line in lines), lines
-    points = cc.grid(config)["shuffle"]
-    assert len(points) == len({point_path(p) for p in points}) == len(cc.tasks(config, cc.grid(config))["shuffle"])
+    points = plan.grid(config)["shuffle"]
+    assert len(points) == len({point_path(p) for p in points}) == len(plan.tasks(config, plan.grid(config))["shuffle"])
 
 
 def test_duplicate_shapes_run_once():
     lines = []
     config = cc.validate({"campaign": {}, "bcast": {"kinds": ["dense"], "methods": ["buffer"],
                                                     "shapes": [[8, 8], [8, 8]]}}, warn=lines.append)
-    assert len(cc.grid(config)["bcast"]) == 1 and "bcast.shapes: '8x8' is given 2 times" in lines[0]
+    assert len(plan.grid(config)["bcast"]) == 1 and "bcast.shapes: '8x8' is given 2 times" in lines[0]
 
 
 FILES = {
@@ -311,8 +312,8 @@ def test_adaptive_repetitions_take_the_rules_defaults_and_reach_the_task():
     rule = {"min": 6, "max": 20, "ci_target": 0.05}
     assert config["campaign"]["repetitions"] == rule and config["shuffle"]["repetitions"] == rule
     assert config["bcast"]["repetitions"] == 4
-    task = next(iter(cc.tasks(config, cc.grid(config))["shuffle"].values()))
-    assert task["repetitions"] == rule
+    task = next(iter(plan.tasks(config, plan.grid(config))["shuffle"].values()))
+    assert task.repetitions == rule
 
 
 @pytest.mark.parametrize(

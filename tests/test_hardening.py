@@ -18,7 +18,9 @@ from pathlib import Path
 import pytest
 
 from conftest import MPIEXEC, PYTHON, ROOT
-from movebench import launch, machine
+from movebench import families, launch, machine
+from movebench.launchers import mpi as mpi_launcher
+from movebench.launchers import process
 from movebench.services import azurite as azurite_service
 
 pytestmark = pytest.mark.pipeline
@@ -224,11 +226,11 @@ def decoy():
 
 
 def launch_point(tmp_path, launcher_cmd, timeout=60, iterations=200000):
-    task = launch.make_task("shuffle", {"pattern": "uni", "nodes": 1, "ranks": 2, "message_size": 1024, "window": 2},
-                            {"iterations": iterations, "repetition_time": 0.5}, repetitions=1, warmups=0)
+    task = families.load("shuffle").task({"pattern": "uni", "nodes": 1, "ranks": 2, "message_size": 1024, "window": 2},
+                                         {"iterations": iterations, "repetition_time": 0.5}, repetitions=1, warmups=0)
     out = tmp_path / "raw" / "p.jsonl"
-    argv = [PYTHON, "-m", "movebench.launch", "--task", json.dumps(task), "--launcher", launcher_cmd, "--timeout",
-            str(timeout), "--out", str(out), "--meta", str(tmp_path / "raw" / "p.meta.json"), "--failed",
+    argv = [PYTHON, "-m", "movebench.launch", "--task", json.dumps(task.to_dict()), "--launcher", launcher_cmd,
+            "--timeout", str(timeout), "--out", str(out), "--meta", str(tmp_path / "raw" / "p.meta.json"), "--failed",
             str(tmp_path / "failed.json")]
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
@@ -239,11 +241,11 @@ def test_a_killed_rank_leaves_no_segment_of_its_job_and_other_segments_stay(tmp_
     ranks = []
 
     def mapped():
-        ranks[:] = [pid for pid in launch.descendants(proc.pid) if launch.mapped_segments(pid)]
+        ranks[:] = [pid for pid in process.descendants(proc.pid) if mpi_launcher.mapped_segments(pid)]
         return len(ranks) == 2
 
     wait_for(mapped, timeout=120, every=0.05)
-    theirs = set().union(*(launch.mapped_segments(pid) for pid in ranks))
+    theirs = set().union(*(mpi_launcher.mapped_segments(pid) for pid in ranks))
     assert theirs and all((Path("/dev/shm") / name).exists() for name in theirs)
     time.sleep(0.5)  # mid-point: launch looks every 0.1 s until it has seen the segment (docs/hardening.md)
     os.kill(ranks[-1], signal.SIGKILL)
@@ -473,7 +475,6 @@ exec {MPIEXEC} "$@\"""")
 def test_launch_knows_when_the_kernel_ended(tmp_path):
     """launch waits on the kernel through a pidfd (woken at its exit) or Popen.wait: running, then ended, with its
     status; the output was copied."""
-    from movebench import launch
 
     gate = tmp_path / "go"
     run = launch._Run([sys.executable, "-c", f"import os, time\nwhile not os.path.exists({str(gate)!r}): "

@@ -16,7 +16,7 @@ import pytest
 from fileshare_standin import StandIn, signature, string_to_sign
 from io_support import kernel_env
 from movebench import config as campaign_config
-from movebench import families
+from movebench import families, plan
 from movebench.core import records
 from movebench.families import io as io_family
 from movebench.families.io import kernel as io_kernel
@@ -150,9 +150,9 @@ def test_grid_and_kernel_arguments(tmp_path):
     assert len(points) == 3 * 2 * 3
     assert points[0] == {"pattern": "sfsw", "backend": "posix", "nodes": 1, "ranks": 2, "size_per_proc": 2**20}
     mpiio = next(p for p in points if p["backend"] == "mpiio")
-    task = campaign_config.tasks(config, campaign_config.grid(config))["io"][families.point_path(mpiio)]
-    settings = task["settings"]
-    assert task["repetitions"] == 7 and settings["fsync"] is False
+    task = plan.tasks(config, plan.grid(config))["io"][families.point_path(mpiio)]
+    settings = task.settings
+    assert task.repetitions == 7 and settings["fsync"] is False
     assert settings["hints"] == {"romio_cb_write": "enable"} and settings["path"] == str(tmp_path)
     assert settings["transfer_size"] == 16 * 2**20 and "block_size" not in settings  # blob's key, not mpiio's
 

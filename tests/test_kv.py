@@ -1,5 +1,6 @@
 """kv without Dragon running: keys per client, the aggregate, bad input, the launch command, segment names."""
 
+import dataclasses
 import math
 import subprocess
 import sys
@@ -7,9 +8,10 @@ import sys
 import pytest
 
 from movebench import config as cc
-from movebench import dragonrun, families, launch
+from movebench import families, launchers, plan
 from movebench.families.kv import FAMILY, keys_per_client
 from movebench.families.kv.kernel import KEY_BYTES, aggregate, make_data, make_keys, make_values, timed_passes, verify
+from movebench.launchers import dragon as dragonrun
 
 
 def base(**kv):
@@ -65,7 +67,7 @@ def test_numpy_data_is_gups_ddicts_and_verify_compares_arrays():
 
 def test_data_format_is_an_axis_whose_default_keeps_the_path():
     config = cc.validate(base(operations=["get"], data_formats=["bytes", "numpy"]))
-    paths = sorted(families.point_path(p) for p in cc.grid(config)["kv"])
+    paths = sorted(families.point_path(p) for p in plan.grid(config)["kv"])
     assert paths == ["operation~get/nodes~1/clients_per_node~2/managers_per_node~1/value_size~1024",
                      "operation~get/nodes~1/clients_per_node~2/managers_per_node~1/value_size~1024/data_format~numpy"]
     with pytest.raises(cc.ConfigError) as err:
@@ -96,27 +98,28 @@ def test_timed_passes_run_every_pass_and_verify_catches_a_wrong_value():
 
 def test_grid_and_launch_command():
     config = cc.validate(base(operations=["put", "frozen_get"], value_sizes=["1KiB", "4KiB"], clients_per_node=[2, 3]))
-    grid = cc.grid(config)
+    grid = plan.grid(config)
     points = grid["kv"]
     assert len(points) == 2 * 2 * 2
     assert FAMILY.placement(points[0]) == (2, 1)
-    task = cc.tasks(config, grid)["kv"][families.point_path(points[0])]
-    assert task["settings"]["keys_per_client"] == keys_per_client(config["kv"], 1, 2, 1024)
-    kernel_task = {**task, "out": "r.jsonl", "meta": "m.json"}
-    cmd = launch.kernel_command(kernel_task, "task.json")
+    task = plan.tasks(config, grid)["kv"][families.point_path(points[0])]
+    assert task.settings["keys_per_client"] == keys_per_client(config["kv"], 1, 2, 1024)
+    kernel_task = dataclasses.replace(task, out="r.jsonl", meta="m.json")
+    cmd = launchers.kernel_command(kernel_task, "task.json")
     python = [sys.executable, "-m", "movebench.families.kv.kernel", "task.json"]
     dragon_at = cmd.index("--") + 1
-    assert cmd[:3] == [sys.executable, "-m", "movebench.dragonrun"] and "--meta" in cmd[:dragon_at]
+    assert cmd[:3] == [sys.executable, "-m", "movebench.launchers.dragon"] and "--meta" in cmd[:dragon_at]
     assert cmd[dragon_at].endswith("dragon") and cmd[dragon_at + 1] == "-s" and cmd[dragon_at + 2:] == python
     assert any(a.startswith("DRAGON_DEFAULT_SEG_SZ=") for a in cmd[:dragon_at])
-    assert "transport" not in task["settings"]  # one node: no transport between nodes, no rerun when it changes
-    four = {**kernel_task, "point": {**task["point"], "nodes": 4}, "settings": {**task["settings"], "transport": "tcp"}}
-    cmd = launch.kernel_command(four, "task.json")
+    assert "transport" not in task.settings  # one node: no transport between nodes, no rerun when it changes
+    four = dataclasses.replace(kernel_task, point={**task.point, "nodes": 4}, nodes=4,
+                               settings={**task.settings, "transport": "tcp"})
+    cmd = launchers.kernel_command(four, "task.json")
     dragon_at = cmd.index("--") + 1
     assert cmd[dragon_at + 1:dragon_at + 5] == ["-t", "tcp", "-N", "4"]
-    assert cmd[cmd.index("--nodes") + 1] == "4"  # dragonrun sweeps the 4 nodes after the run
-    four["settings"]["transport"] = None  # Dragon's own choice: its dragon-config files, else TCP
-    assert launch.kernel_command(four, "task.json")[dragon_at + 1:dragon_at + 3] == ["-N", "4"]
+    assert cmd[cmd.index("--nodes") + 1] == "4"  # the Dragon launcher sweeps the 4 nodes after the run
+    four.settings["transport"] = None  # Dragon's own choice: its dragon-config files, else TCP
+    assert launchers.kernel_command(four, "task.json")[dragon_at + 1:dragon_at + 3] == ["-N", "4"]
 
 
 @pytest.mark.parametrize(
@@ -149,11 +152,11 @@ def test_bad_input_is_refused_before_launch(kv, path, value, hint):
 
 
 def test_a_dev_shm_too_small_for_the_pools_is_refused_before_any_job():
-    """Admission (the Snakefile's onstart) checks /dev/shm here; dragonrun checks it again at launch."""
+    """Admission (the Snakefile's onstart) checks /dev/shm here; the Dragon launcher checks it again at launch."""
     from movebench import admission
 
     config = cc.validate(base(total_mem="1TiB", keys_per_client=1, operations=["put"], value_sizes=["1KiB"]))
-    lines = admission.problems(config, cc.grid(config), admission.local_capacity())
+    lines = admission.problems(config, plan.grid(config), admission.local_capacity())
     shm = [line for line in lines if line.startswith("/dev/shm: its largest point (kv operation~put")]
     assert len(shm) == 1 and "needs for its DDict pools and Dragon's segments" in shm[0], lines
     assert "but the filesystem of /dev/shm has" in shm[0]
@@ -172,7 +175,7 @@ def test_segment_names_of_the_run_and_only_those():
 
 def test_dragonrun_refuses_when_dev_shm_is_too_small():
     need = dragonrun.shm_free_bytes() + 2**30
-    proc = subprocess.run([sys.executable, "-m", "movebench.dragonrun", "--shm-bytes", str(need), "--",
+    proc = subprocess.run([sys.executable, "-m", "movebench.launchers.dragon", "--shm-bytes", str(need), "--",
                            "sh", "-c", "echo launched"], capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2 and "launched" not in proc.stdout
     assert "refusing to launch" in proc.stderr and "/dev/shm has" in proc.stderr

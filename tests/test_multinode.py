@@ -141,7 +141,7 @@ def test_kv_on_two_nodes_has_managers_and_clients_on_both_and_leaves_nothing_on_
     assert " -t tcp -N 2 " in meta["command"]
     launch = meta["dragon_launch"]
     assert launch["returncode"] == 0
-    # dragonrun swept every node of the allocation after Dragon; a clean run left it nothing to do
+    # the Dragon launcher swept every node of the allocation after Dragon; a clean run left it nothing to do
     assert set(launch["nodes_swept"]) == set(four_nodes.nodes), launch["nodes_swept"]
     assert all(v == {"killed_pids": [], "removed_segments": []} for v in launch["nodes_swept"].values())
     records = read_jsonl(next((campaign["dir"] / "results" / "raw" / "kv").rglob("*.jsonl")))
@@ -152,12 +152,12 @@ def test_kv_on_two_nodes_has_managers_and_clients_on_both_and_leaves_nothing_on_
 
 def test_io_on_a_path_each_node_has_its_own_fails_at_once_and_says_why(four_nodes, tmp_path):
     # /dev/shm is every node's own (as /tmp is on most clusters): rank 1 on n2 cannot see rank 0's folder on n1.
-    from movebench import launch
+    from movebench import families, launch
 
     settings = {"fsync": True, "verify": True, "cleanup": True, "name_prefix": "mbio-nodelocal", "transfer_size":
                 1 << 20, "path": "/dev/shm/movebench-io-test"}  # fmt: skip
     for backend in ("posix", "mpiio"):
-        task = launch.make_task("io", {"pattern": "mfmw", "backend": backend, "nodes": 2, "ranks": 2,
+        task = families.load("io").task({"pattern": "mfmw", "backend": backend, "nodes": 2, "ranks": 2,
                                        "size_per_proc": 1 << 20}, settings, repetitions=1, warmups=0)  # fmt: skip
         proc, recs, meta = launch.run_kernel(task, tmp_path / backend, "srun --mpi=pmi2 -N {nodes} -n {ranks}",
                                              timeout=120, env=slurm_client_env(four_nodes))  # fmt: skip

@@ -123,5 +123,5 @@ def test_a_kernel_edit_reruns_that_familys_points_only(copy):
 
 def test_a_shared_runner_edit_reruns_every_point(copy):
     repo, _, run = copy
-    edit(repo / "src/movebench/runner.py")
+    edit(repo / "src/movebench/core/runner.py")
     assert planned(run) == {"shuffle_point": 2, "bcast_point": 2, "aggregate": 2, "report": 1, "all": 1}

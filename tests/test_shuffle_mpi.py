@@ -6,7 +6,7 @@ import os
 import pytest
 
 from conftest import make_task, mpirun, run_kernel
-from movebench import launch
+from movebench import families, launchers
 from movebench.families.shuffle.kernel import stream_bytes
 
 pytestmark = pytest.mark.mpi
@@ -114,7 +114,7 @@ def test_a_one_node_point_runs_without_ucx_memory_hooks_unless_the_user_sets_the
         assert all(r["ok"] and r["verified"] for r in recs)
         assert meta["environment"]["UCX_MEM_EVENTS"] == expected
         assert meta["fingerprint"]["env"]["UCX_MEM_EVENTS"] == expected
-    two_nodes = {"family": "shuffle", "nodes": 2, "point": {**point, "nodes": 2}}
-    dragon = {"family": "kv", "nodes": 1, "point": {}}
-    assert "UCX_MEM_EVENTS" not in launch.kernel_env(two_nodes, env)
-    assert "UCX_MEM_EVENTS" not in launch.kernel_env(dragon, env)
+    two_nodes = families.load("shuffle").task({**point, "nodes": 2}, settings)
+    dragon = families.load("kv").task({"operation": "get", "nodes": 1, "clients_per_node": 2}, {})
+    assert "UCX_MEM_EVENTS" not in launchers.kernel_env(two_nodes, env)
+    assert "UCX_MEM_EVENTS" not in launchers.kernel_env(dragon, env)

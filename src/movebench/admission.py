@@ -120,7 +120,7 @@ def problems(config: dict, todo: dict[str, list[dict]], capacity: Capacity) -> l
                              f"({capacity.where})")
             for room in fam.storage(point, section):
                 if room.node_local and not capacity.local_storage:
-                    continue  # another node's /dev/shm: the launcher there checks it (dragonrun)
+                    continue  # another node's /dev/shm: the launcher there checks it (movebench.launchers.dragon)
                 if room.kept:
                     kept[room.path] += room.bytes
                 running[room.path].append((room.bytes, where, room.what))

@@ -16,12 +16,11 @@ import pandas as pd
 
 from movebench import families
 from movebench.core import records, stats
-from movebench.spec import IMPLICIT
 
 #: Why a point stopped measuring (core.adaptive): the same in every record of a point, kept per point in the summary.
 STOP_COLUMNS = ("stop_reason", "ci_half_width_rel", "repetitions_run")
 #: Meta entries that are per-client or per-manager detail: left in the raw meta, not flattened.
-BULKY_META = ("clients", "ddict_stats", "environment", "task", "point")
+BULKY_META = ("environment", "task", "point")
 
 
 def point_of(path: Path, family: str) -> str:
@@ -51,9 +50,8 @@ def load(family: str, paths) -> pd.DataFrame:
 def tidy(family: str, table: pd.DataFrame) -> pd.DataFrame:
     """Records as tables and reports read them: every axis present, and the family's derived columns."""
     # Records written before their family gained an axis ran at the axis's implicit default (their path says so).
-    for key in families.load(family).point_keys:
-        if key in IMPLICIT:
-            table[key] = table[key].fillna(IMPLICIT[key]) if key in table else IMPLICIT[key]
+    for key, value in families.load(family).implicit.items():
+        table[key] = table[key].fillna(value) if key in table else value
     derive = getattr(families.report_module(family), "derive", None)
     return derive(table) if derive else table
 
@@ -80,11 +78,12 @@ def summarize(family: str, table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def flatten_meta(meta: dict) -> dict:
-    """One level of a point's meta: nested dicts as `a.b`, lists as JSON text, bulky detail left out."""
+def flatten_meta(meta: dict, bulky=()) -> dict:
+    """One level of a point's meta: nested dicts as `a.b`, lists as JSON text, bulky detail (the engine's and the
+    family's `bulky`) left out."""
     flat = {}
     for key, value in meta.items():
-        if key in BULKY_META:
+        if key in BULKY_META or key in bulky:
             continue
         if isinstance(value, dict):
             for sub, inner in value.items():
@@ -109,7 +108,7 @@ def points_table(family: str, points: list[dict], raw: Path, failed: Path) -> pd
         if records_file.exists():
             row["status"] = "ok"
             if meta_file.exists():
-                row.update(flatten_meta(json.loads(meta_file.read_text())))
+                row.update(flatten_meta(json.loads(meta_file.read_text()), families.load(family).bulky_meta))
         elif failure_file.exists():
             failure = json.loads(failure_file.read_text())
             row.update(status="failed", error=failure.get("error"), returncode=failure.get("returncode"),

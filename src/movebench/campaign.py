@@ -19,15 +19,16 @@ import sys
 import time
 from pathlib import Path
 
-from movebench import admission, cluster, families, machine
+from movebench import admission, cluster, families, launchers, machine
 from movebench.core import envinfo, records
+from movebench.core.task import Task
 
 PACKAGE = Path(__file__).resolve().parent
 #: Shared code every point runs through: its change reruns every point (families add their kernel files).
 # the shared measuring code: the buffers' memory (core/memory.py) and the persistent streams (core/p2p.py) are
 # part of what a figure measures
-RUNNER_SOURCES = ("launch.py", "runner.py", "core/records.py", "core/timing.py", "core/adaptive.py", "core/memory.py",
-                  "core/p2p.py")
+RUNNER_SOURCES = ("launch.py", "launchers/__init__.py", "launchers/process.py", "core/task.py", "core/runner.py",
+                  "core/records.py", "core/timing.py", "core/adaptive.py", "core/memory.py", "core/p2p.py")
 
 
 def validate(config: dict, schema_dir=None, warn=None) -> dict:
@@ -53,13 +54,13 @@ def job_environment(config: dict) -> dict[str, str]:
 
 
 def kernel_sources(family: str) -> list[str]:
-    """The files whose change reruns a family's points: its kernel files and the shared runner."""
-    folder = families.folder(family)
-    own = sorted(str(p.resolve()) for pattern in families.load(family).kernel_sources for p in folder.glob(pattern))
-    return own + [str(PACKAGE / name) for name in RUNNER_SOURCES]
+    """The files whose change reruns a family's points: its kernel files, its runtime's launcher, the shared runner."""
+    folder, fam = families.folder(family), families.load(family)
+    own = sorted(str(p.resolve()) for pattern in fam.kernel_sources for p in folder.glob(pattern))
+    return own + [str(launchers.RUNTIMES[fam.runtime].source)] + [str(PACKAGE / name) for name in RUNNER_SOURCES]
 
 
-def task_of(tasks: dict, family: str, path: str) -> dict:
+def task_of(tasks: dict, family: str, path: str) -> Task:
     """The task of the point at `path`; a path outside the campaign's grid is a clear error."""
     try:
         return tasks[family][path]
@@ -120,7 +121,7 @@ class CampaignRun:
         for job in workflow.dag.needrun_jobs():
             family = job.rule.name.removesuffix("_point")
             if family in self.tasks and "point" in job.wildcards.keys():
-                todo.setdefault(family, []).append(self.tasks[family][job.wildcards.point]["point"])
+                todo.setdefault(family, []).append(self.tasks[family][job.wildcards.point].point)
         return todo
 
     def admit(self, workflow, todo: dict[str, list[dict]]) -> None:

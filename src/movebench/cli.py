@@ -22,6 +22,7 @@ import yaml
 from movebench import campaign as campaign_run
 from movebench import cluster, families, verdict_commands
 from movebench import config as campaign_config
+from movebench import plan as planning
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = "config/config.yaml"
@@ -116,7 +117,7 @@ def _key_values(items, what: str) -> dict[str, int]:
 def plan(args) -> int:
     """Jobs, nodes and node-hours the campaign asks for under a Slurm profile, before anything is submitted."""
     config = _load(args.configfile)
-    grid = campaign_config.grid(config)
+    grid = planning.grid(config)
     profile = _profile_settings(args.profile)
     group_components = _key_values(profile.get("group-components"), "group-components")
     group_components.update(_key_values(args.group_components, "--group-components"))

@@ -367,23 +367,3 @@ def _stderr(line: str) -> None:
 
 def enabled_families(config: dict) -> list[str]:
     return [n for n in families.names() if isinstance(config.get(n), dict) and config[n].get("enabled", True)]
-
-
-def grid(config: dict) -> dict[str, list[dict]]:
-    """Family name -> its points (ordered parameter dicts) for a validated config."""
-    return {name: families.load(name).points(config[name]) for name in enabled_families(config)}
-
-
-def tasks(config: dict, grid_: dict[str, list[dict]]) -> dict[str, dict[str, dict]]:
-    """Family -> point path -> the point's task: what its kernel receives (see movebench.runner)."""
-    campaign, out = config[CAMPAIGN], {}
-    for name, points in grid_.items():
-        fam, section = families.load(name), config[name]
-        out[name] = {}
-        for point in points:
-            ranks, nodes = fam.placement(point)
-            out[name][families.point_path(point)] = {
-                "family": name, "variant": point[fam.variant], "point": point,
-                "settings": fam.kernel_settings(point, section, campaign),
-                "repetitions": section["repetitions"], "warmups": section["warmups"], "ranks": ranks, "nodes": nodes}
-    return out

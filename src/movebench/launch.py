@@ -1,7 +1,8 @@
 """Run one benchmark point: launcher, timeout, atomic results, a failure record.
 
-Called by every point rule with the point's task as JSON (the family, the point, the kernel's
-settings, repetitions, warm-ups, ranks and nodes: see movebench.runner). The kernel writes to
+Called by every point rule with the point's task as JSON (`movebench.core.task.Task`: the family,
+the point, the kernel's settings, repetitions, warm-ups, ranks and nodes); `movebench.launchers`
+builds the command of its runtime (mpi or dragon). The kernel writes to
 temporary files; only when it exits 0 within the timeout and its records say ok are they renamed
 to the rule's outputs. Otherwise a failure record goes to `--failed` (outside Snakemake's outputs,
 so Snakemake's clean-up of a failed job keeps it for the report) and the exit status is non-zero,
@@ -31,73 +32,27 @@ import threading
 import time
 from pathlib import Path
 
-from movebench import families, machine
+from movebench import families, launchers, machine
 from movebench.core import envinfo, records
-from movebench.core.transport import TransportLog, probe_env
+from movebench.core.task import Task
+from movebench.core.transport import TransportLog
+from movebench.launchers.mpi import ShmWatch
+from movebench.launchers.process import stop_group
 
 GRACE_S = 10
 LOG_TAIL_LINES = 40
-SHM = Path("/dev/shm")
-# MPICH 4 (ch4) names its intranode segment mpich_shm_<world id>_<node> (and mpich_vci_... with
-# several VCIs), the world id being the FNV hash of the PMI kvsname; Hydra's kvsname holds
-# mpiexec's pid, a random number and the host, so the name cannot be computed from outside:
-# it is read from the maps of the job's own processes while they run.
-MPICH_SEGMENTS = ("mpich_shm_", "mpich_vci_")
 FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
-def launcher_command(launcher: str, ranks: int, nodes: int) -> list[str]:
-    """`launcher` may place {ranks} and {nodes} itself ("srun -N {nodes} -n {ranks}"); else `-n ranks` follows.
-
-    A bare program name is looked up beside this Python first: the mpich wheel puts its
-    mpiexec there, and it must match the MPI library mpi4py loads.
-    """
-    if "{ranks}" in launcher or "{nodes}" in launcher:
-        argv = shlex.split(launcher.format(ranks=ranks, nodes=nodes))
-    else:
-        argv = shlex.split(launcher) + ["-n", str(ranks)]
-    if "/" not in argv[0] and Path(sys.executable).with_name(argv[0]).exists():
-        argv[0] = str(Path(sys.executable).with_name(argv[0]))
-    return argv
-
-
-def kernel_command(task: dict, task_path, launcher: str = "mpiexec") -> list[str]:
-    """The command that runs a point's kernel on its task file: the one place that builds it."""
-    fam = families.load(task["family"])
-    python = [sys.executable, "-m", f"movebench.families.{fam.name}.kernel", str(task_path)]
-    if fam.launcher == "mpi":
-        return launcher_command(launcher, task["ranks"], task["nodes"]) + python
-    return fam.launch_command(python, task)
-
-
-def kernel_env(task: dict, env: dict) -> dict:
-    """`env` with what the point asks of the MPI library before it starts: its thread level, which mpi4py
-    reads at import (MPI4PY_RC_THREAD_LEVEL), so that a kernel needs no code for it.
-
-    An MPI point on one node also gets UCX_MEM_EVENTS=no unless the environment sets it. UCX's memory
-    hooks keep its registration cache right for RDMA between nodes; on one node MPICH moves data
-    through its own shared memory, and installing the hooks when libucs loads is most of MPI's start
-    (docs/kernels.md, "Where MPI's start went", with the figures that do not move). The variable goes
-    into the meta's environment like any UCX_ setting.
-    """
-    env = dict(env)
-    level = task["point"].get("mpi_thread_level")
-    if level:
-        env["MPI4PY_RC_THREAD_LEVEL"] = level
-    if task.get("nodes") == 1 and families.load(task["family"]).launcher == "mpi":
-        env.setdefault("UCX_MEM_EVENTS", "no")
-    return env
-
-
-def write_task(task: dict, path, out, meta) -> dict:
+def write_task(task: Task, path, out, meta) -> Task:
     """The kernel's task file: the point's task and where the kernel writes its records and meta."""
-    kernel_task = {**task, "out": str(out), "meta": str(meta)}
+    kernel_task = Task.from_dict({**task.to_dict(), "out": str(out), "meta": str(meta)})
     # Not sorted: the point's keys keep their order, the order of its path and of its records' columns.
-    records.write_text(path, json.dumps(kernel_task, indent=2) + "\n")
+    records.write_text(path, json.dumps(kernel_task.to_dict(), indent=2) + "\n")
     return kernel_task
 
 
-def run_kernel(task: dict, folder, launcher: str = "mpiexec", timeout: float = 600, env=None):
+def run_kernel(task: Task, folder, launcher: str = "mpiexec", timeout: float = 600, env=None):
     """A task's kernel alone, without the point's bookkeeping (for benchmarks and tests).
 
     Returns (completed process, records or None, meta or None); the files stay in `folder`.
@@ -107,28 +62,18 @@ def run_kernel(task: dict, folder, launcher: str = "mpiexec", timeout: float = 6
     out, meta, task_path = folder / "records.jsonl", folder / "meta.json", folder / "task.json"
     for old in (out, meta):
         old.unlink(missing_ok=True)
-    argv = kernel_command(write_task(task, task_path, out, meta), task_path, launcher)
-    mpi = families.load(task["family"]).launcher == "mpi"
-    env = kernel_env(task, os.environ if env is None else env)
-    if mpi:
-        env.update(probe_env(env))
+    runtime = launchers.runtime(task)
+    argv = runtime.command(write_task(task, task_path, out, meta), task_path, launcher)
+    env = runtime.environment(task, os.environ if env is None else env)
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
     recs = records.read_jsonl(out) if out.exists() else None
     kernel_meta = json.loads(meta.read_text()) if meta.exists() else None
-    if mpi and kernel_meta is not None:
+    if runtime.is_mpi and kernel_meta is not None:
         transport = TransportLog()
         for line in (proc.stdout + proc.stderr).splitlines():
             transport.feed(line)
         kernel_meta["transport"] = transport.summary()
     return proc, recs, kernel_meta
-
-
-def make_task(family: str, point: dict, settings: dict, repetitions: int | dict = 5, warmups: int = 2) -> dict:
-    """A point's task as the workflow builds it (movebench.config.tasks), for a point given by hand."""
-    fam = families.load(family)
-    ranks, nodes = fam.placement(point)
-    return {"family": family, "variant": point[fam.variant], "point": point, "settings": settings,
-            "repetitions": repetitions, "warmups": warmups, "ranks": ranks, "nodes": nodes}
 
 
 class _Run:
@@ -178,117 +123,6 @@ class _Run:
     def stop(self):
         """INT, then KILL after a grace period, to the whole group: mpiexec and every rank."""
         stop_group(self.proc, GRACE_S)
-
-
-def _process_table() -> dict[int, list[int]]:
-    """Parent pid -> child pids of every process."""
-    children: dict[int, list[int]] = collections.defaultdict(list)
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            text = Path(f"/proc/{entry.name}/stat").read_text()
-        except OSError:
-            continue
-        children[int(text[text.rindex(")") + 2:].split()[1])].append(int(entry.name))
-    return children
-
-
-def _children(pid: int) -> list[int] | None:
-    """Children of `pid` from /proc/<pid>/task/*/children (None where the kernel has no such file)."""
-    kids = []
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return []
-    for task in tasks:
-        try:
-            kids += [int(k) for k in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
-        except FileNotFoundError:
-            if not Path(f"/proc/{pid}/task/{task}").exists():
-                continue  # the thread ended
-            return None
-        except OSError:
-            continue
-    return kids
-
-
-def descendants(root: int) -> list[int]:
-    """`root` and every process below it (Hydra starts each rank in a session of its own).
-
-    Walks the job's own tree through /proc's children files (a few reads per process of the job);
-    only where those are missing does it read the whole process table.
-    """
-    table, found, stack = None, [], [root]
-    while stack:
-        pid = stack.pop()
-        found.append(pid)
-        kids = _children(pid)
-        if kids is None:
-            table = table if table is not None else _process_table()
-            kids = table.get(pid, [])
-        stack.extend(kids)
-    return found
-
-
-def mapped_segments(pid: int, shm: Path = SHM) -> set[str]:
-    """Names of the MPICH segments in `shm` that process `pid` has mapped."""
-    try:
-        text = Path(f"/proc/{pid}/maps").read_text()
-    except OSError:
-        return set()
-    prefix, names = f"{shm}/", set()
-    for line in text.splitlines():
-        fields = line.split(maxsplit=5)
-        if len(fields) == 6 and fields[5].startswith(prefix):
-            name = fields[5][len(prefix):].removesuffix(" (deleted)")
-            if name.startswith(MPICH_SEGMENTS):
-                names.add(name)
-    return names
-
-
-class ShmWatch:
-    """The MPICH segments a job's processes map, seen while they run, removed after the job ends.
-
-    MPICH unlinks them in MPI_Finalize; a rank killed mid-point (or a point stopped on its timeout)
-    never gets there, and /dev/shm fills up run after run. Only names this job's own processes had
-    mapped are removed: another job's segments, live or leaked, are never touched. Segments are
-    made in MPI_Init: the job is looked at often at first, then rarely (a look costs a /proc scan).
-    """
-
-    def __init__(self, root: int, shm: Path = SHM):
-        self.root, self.shm = root, shm
-        self.seen: set[str] = set()
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True)
-        self._thread.start()
-
-    def look(self) -> None:
-        for pid in descendants(self.root):
-            self.seen |= mapped_segments(pid, self.shm)
-
-    def _watch(self) -> None:
-        # Often until the ranks have mapped their segment (MPI_Init), then rarely: looks cost CPU
-        # on the machine being measured (~1 ms for a 2-rank job here).
-        waits = [0.1] * 300
-        while True:
-            before = len(self.seen)
-            self.look()
-            if self.seen and len(self.seen) == before:
-                waits = waits[:0]
-            if self._done.wait(waits.pop(0) if waits else 10.0):
-                return
-
-    def finish(self) -> list[str]:
-        """After the job ended: remove what it left; the names removed."""
-        self._done.set()
-        self._thread.join(timeout=5)
-        removed = []
-        for name in sorted(self.seen):
-            with contextlib.suppress(FileNotFoundError):
-                (self.shm / name).unlink()
-                removed.append(name)
-        return removed
 
 
 def free_space(folder) -> str:
@@ -341,20 +175,6 @@ def _writing(path):
         raise
 
 
-def stop_group(proc: subprocess.Popen, grace: float) -> None:
-    """SIGINT to `proc`'s process group, then SIGKILL if it has not ended within `grace` seconds."""
-    for sig in (signal.SIGINT, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(grace)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
 class _Signals:
     """SIGINT and SIGTERM noted, not raised: launch decides what a stop means at each step."""
 
@@ -396,14 +216,14 @@ def run_point(args) -> int:
     try:
         return _run_point(args, signals)
     except DiskFull as exc:
-        task = args.task
-        _say(f"movebench: {task['family']} {families.point_path(task['point'])} FAILED: {exc}", sys.stderr)
+        _say(f"movebench: {args.task.family} {families.point_path(args.task.point)} FAILED: {exc}", sys.stderr)
         return 1
 
 
 def _run_point(args, signals: _Signals) -> int:
     task = args.task
-    family, point = task["family"], task["point"]
+    family, point = task.family, task.point
+    runtime = launchers.runtime(task)
     where = families.point_path(point)
     out, meta_out, failed = Path(args.out), Path(args.meta), Path(args.failed)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -413,25 +233,22 @@ def _run_point(args, signals: _Signals) -> int:
     try:
         with _writing(task_path):
             kernel_task = write_task(task, task_path, tmp_out, tmp_meta)
-        argv = kernel_command(kernel_task, task_path, args.launcher)
+        argv = runtime.command(kernel_task, task_path, args.launcher)
         _say("movebench: " + shlex.join(argv))
         running = machine.RunningPoints()
         running.enter({"campaign": args.campaign, "family": family, "point": where, "results": str(out.parent)})
         started = time.time()
         reason, rc, watch = None, None, None
-        env = kernel_env(task, os.environ)
+        env = runtime.environment(task, os.environ)
         if "SLURM_JOB_ID" in env:
             from movebench import cluster  # Slurm's helpers: a local point need not import them
 
             # Under Snakemake's slurm executor the job step hid the allocation's nodes: dragon and Hydra need them.
             env.update(cluster.allocation_env(env))
-        mpi = families.load(family).launcher == "mpi"
-        if mpi:
-            env.update(probe_env(env))  # the MPI libraries say which transport they chose (core/transport.py)
         try:
             run = _Run(argv, env)
-            # MPICH's segments; Dragon's are dragonrun's to clean (kv's launcher is not MPI).
-            watch = ShmWatch(run.proc.pid) if mpi else None
+            # MPICH's segments; Dragon's are the Dragon launcher's to clean (kv's launcher is not MPI).
+            watch = ShmWatch(run.proc.pid) if runtime.is_mpi else None
         except OSError as exc:
             run, reason = None, f"could not start {argv[0]!r}: {exc.strerror or exc}"
         if run is not None:
@@ -450,7 +267,7 @@ def _run_point(args, signals: _Signals) -> int:
             reason = f"kernel exited with status {rc}{_signal_of(rc)}"
             if any(marker in line for line in (run.tail if run else ()) for marker in
                    ("No space left on device", "Errno 28", "Disk quota exceeded", "cannot write the records")):
-                reason += f" (no space left on a device: {_fullest(out.parent, task['settings'])})"
+                reason += f" (no space left on a device: {_fullest(out.parent, task.settings)})"
         if reason is None:
             try:
                 recs = records.read_jsonl(tmp_out)
@@ -465,9 +282,9 @@ def _run_point(args, signals: _Signals) -> int:
             meta = json.loads(tmp_meta.read_text()) if tmp_meta.exists() else {}
             meta.update(launch_start=started, launch_end=ended, launch_wall_s=ended - started,
                         launcher=args.launcher, command=shlex.join(argv), config_hash=args.config_hash,
-                        campaign=args.campaign, task={k: v for k, v in task.items() if k not in ("out", "meta")},
+                        campaign=args.campaign, task=task.to_dict(),
                         overlapped_with=overlapped, shm_segments_removed=leftovers)
-            if mpi:
+            if runtime.is_mpi:
                 meta["transport"] = run.transport.summary()
             with _writing(meta_out):
                 records.write_json(meta_out, meta)
@@ -488,17 +305,12 @@ def _run_point(args, signals: _Signals) -> int:
             leftover.unlink(missing_ok=True)
 
 
-def _task(text: str) -> dict:
+def _task(text: str) -> Task:
     """The task as JSON, or @path of a file holding it."""
     try:
-        task = json.loads(Path(text[1:]).read_text() if text.startswith("@") else text)
-    except (OSError, json.JSONDecodeError) as exc:
+        return Task.from_dict(json.loads(Path(text[1:]).read_text() if text.startswith("@") else text))
+    except (OSError, json.JSONDecodeError, ValueError) as exc:
         raise argparse.ArgumentTypeError(f"not a task: {exc}") from None
-    missing = [k for k in ("family", "variant", "point", "settings", "repetitions", "warmups", "ranks", "nodes")
-               if k not in task]
-    if missing:
-        raise argparse.ArgumentTypeError(f"the task lacks {', '.join(missing)}")
-    return task
 
 
 def parser() -> argparse.ArgumentParser:

@@ -26,9 +26,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from movebench.core.problems import Problem  # (key path inside the section, bad value, what would be valid)
+from movebench.core.task import Task
+
+if TYPE_CHECKING:  # (key path inside the section, bad value, what would be valid); its module loads jsonschema
+    from movebench.core.problems import Problem
 
 
 def _always(point: dict) -> bool:
@@ -45,6 +48,10 @@ class Axis:
     expand: Callable[[Any], list] = list
     #: the axis exists only for points (built so far, earlier axes) where this holds.
     when: Callable[[dict], bool] = _always
+    #: a value the point's path leaves out: the default of an axis added after campaigns had run, so that a
+    #: point keeps its path (and its finished records) when its family gains the axis; records written before
+    #: it existed are read with this value (movebench.aggregate). The point, and every record, still hold it.
+    implicit: Any = None
 
     @property
     def conditional(self) -> bool:
@@ -107,8 +114,9 @@ class Family:
     """A family's spec. Subclass, set the class attributes, override hooks where the defaults do not fit."""
 
     name: str = ""
-    #: "mpi": the kernel runs under the profile's MPI launcher; "dragon": under `launch_command`.
-    launcher: str = "mpi"
+    #: what starts the kernel's processes: "mpi" (the profile's MPI launcher, e.g. mpiexec or srun) or "dragon"
+    #: (Dragon's launcher, with `runtime_options`); movebench.launchers holds both.
+    runtime: str = "mpi"
     #: the axis whose value is a record's `variant` (the operation measured).
     variant: str = ""
     axes: tuple[Axis, ...] = ()
@@ -116,8 +124,11 @@ class Family:
     measures: tuple[Measure, ...] = (BANDWIDTH, ELAPSED)
     #: old config keys, each with the line that says what replaced it.
     renamed: dict[str, str] = {}
-    #: files of the family package (besides the shared runner) whose change reruns its points.
+    #: files of the family package (besides the shared runner and its runtime's launcher) whose change reruns
+    #: its points.
     kernel_sources: tuple[str, ...] = ("kernel.py",)
+    #: meta keys too large or too nested for the points table (one row per point); they stay in the .meta.json.
+    bulky_meta: tuple[str, ...] = ()
 
     # --- the grid ---
 
@@ -129,8 +140,17 @@ class Family:
     def renamed_keys(self) -> dict[str, str]:
         """`renamed`, and the singular of each factor's key (the issue and the meta spell them singular)."""
         factors = {axis.name: f"the key is plural: {self.name}.{axis.key}, a list swept like any axis, e.g. "
-                   f"[{IMPLICIT[axis.name]}]" for axis in self.axes if axis.name in IMPLICIT}
+                   f"[{axis.implicit}]" for axis in self.axes if axis.implicit is not None}
         return {**factors, **self.renamed}
+
+    @property
+    def implicit(self) -> dict:
+        """Axis name -> the value its point path leaves out (see Axis.implicit)."""
+        return {axis.name: axis.implicit for axis in self.axes if axis.implicit is not None}
+
+    def path(self, point: dict) -> str:
+        """The point's path: key~value segments in axis order, implicit values left out."""
+        return point_path(point, self.implicit)
 
     @property
     def measure(self) -> dict[str, Measure]:
@@ -177,6 +197,18 @@ class Family:
     def kernel_settings(self, point: dict, section: dict, campaign: dict) -> dict:
         return {s.key: s.value(section) for s in self.settings if s.when(point)}
 
+    def task(self, point: dict, settings: dict, repetitions: int | dict = 5, warmups: int = 2) -> Task:
+        """The point's task: the one place a task is built (the plan calls it with the section's settings,
+        repetitions and warm-ups; benchmarks and tests with their own)."""
+        ranks, nodes = self.placement(point)
+        return Task(family=self.name, variant=point[self.variant], point=point, settings=settings,
+                    repetitions=repetitions, warmups=warmups, ranks=ranks, nodes=nodes)
+
+    def planned_task(self, point: dict, section: dict, campaign: dict) -> Task:
+        """The task of a point of a validated campaign: settings from the section, its repetitions and warm-ups."""
+        return self.task(point, self.kernel_settings(point, section, campaign), section["repetitions"],
+                         section["warmups"])
+
     def placement(self, point: dict) -> tuple[int, int]:
         """(ranks or processes, nodes) the launcher starts for this point."""
         return int(point.get("ranks", 1)), int(point.get("nodes", 1))
@@ -198,33 +230,31 @@ class Family:
         least 2. With `--exclusive` (profiles/slurm) the job has the whole nodes whatever the count.
         """
         ranks, nodes = self.placement(point)
-        tasks = ranks if self.launcher == "mpi" else max(2, nodes)
+        tasks = ranks if self.runtime == "mpi" else max(2, nodes)
         return {"tasks": tasks, "nodes": nodes, "mem_mb": -(-self.node_memory_bytes(point, section) // 2**20)}
 
     def services(self, section: dict, campaign: dict, points: list[dict]):
         """A context manager for what the points about to run need (e.g. an emulator), or None."""
         return None
 
-    def launch_command(self, python_argv: list[str], task: dict) -> list[str]:
-        """The whole command of a point for a family whose launcher is not "mpi"."""
-        raise NotImplementedError(f"family {self.name} has launcher {self.launcher!r} but no launch_command")
+    def runtime_options(self, task: Task) -> dict:
+        """What the runtime needs beyond the task (dragon: `shm_bytes` to check in /dev/shm, `env` for Dragon,
+        `transport` between nodes); none for mpi."""
+        return {}
 
 
 #: MPI's thread level and the pages behind the kernel's buffers: factors of every MPI family that
 #: measures messages (docs/kernels.md, sections 4 and 5), swept like any axis.
 THREAD_LEVELS = ("single", "funneled", "serialized", "multiple")
 MEMORY_MODES = ("4k", "thp")
-MPI_THREAD_LEVEL = Axis("mpi_thread_level", "mpi_thread_levels")
-MEMORY_MODE = Axis("memory_mode", "memory_modes")
-#: Axis values a path leaves out: the defaults of axes added after campaigns had been run, so that a
-#: point keeps its path (and its finished records) when its family gains the axis. The point itself,
-#: and so every record, still holds the value.
-IMPLICIT = {"mpi_thread_level": "multiple", "memory_mode": "4k", "data_format": "bytes"}
+# Added after campaigns had run: their defaults stay out of the path (Axis.implicit).
+MPI_THREAD_LEVEL = Axis("mpi_thread_level", "mpi_thread_levels", implicit="multiple")
+MEMORY_MODE = Axis("memory_mode", "memory_modes", implicit="4k")
 
 
-def point_path(point: dict) -> str:
-    """Paramspace-style path of a point: key~value segments in axis order, implicit defaults left out."""
-    return "/".join(f"{k}~{_fmt(v)}" for k, v in point.items() if IMPLICIT.get(k, ...) != v)
+def point_path(point: dict, implicit: dict) -> str:
+    """Paramspace-style path of a point: key~value segments in axis order, the `implicit` values left out."""
+    return "/".join(f"{k}~{_fmt(v)}" for k, v in point.items() if implicit.get(k, ...) != v)
 
 
 def _fmt(value) -> str:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from mpi4py import MPI
 
-from movebench.runner import Task, run_mpi
+from movebench.core.runner import run_mpi
+from movebench.core.task import Task
 
 comm = MPI.COMM_WORLD
 wide = [1.0, 2.0, 0.5, 3.0, 0.7, 2.5, 0.6, 1.8, 0.9, 2.2, 0.4, 2.9]
@@ -25,7 +26,8 @@ def measure(rep, warmup):
 
 
 with tempfile.TemporaryDirectory() as tmp:
-    task = Task(family="shuffle", variant="uni", point={"pattern": "uni"}, warmups=1,
+    task = Task(family="shuffle", variant="uni", point={"pattern": "uni"}, settings={}, ranks=comm.size, nodes=1,
+                warmups=1,
                 repetitions={"min": 6, "max": int(sys.argv[1]), "ci_target": 0.05},
                 out=str(Path(tmp) / "r.jsonl"), meta="")
     recs = run_mpi(comm, task, measure)

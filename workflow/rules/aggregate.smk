@@ -31,7 +31,7 @@ rule aggregate:
         "../envs/report.yaml"
     params:
         family=lambda w: w.family,
-        points=lambda w: [task["point"] for task in TASKS[w.family].values()],
+        points=lambda w: [task.point for task in TASKS[w.family].values()],
         raw=RAW,
         failed=FAILED,
     script:

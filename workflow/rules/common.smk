@@ -3,7 +3,7 @@ import json
 import os
 
 from movebench import families
-from movebench import campaign
+from movebench import campaign, plan
 
 CAMPAIGN = config["campaign"]
 RESULTS = CAMPAIGN["results_dir"]
@@ -11,9 +11,9 @@ RAW = f"{RESULTS}/raw"
 FAILED = f"{RESULTS}/failed"
 LOGS = f"{RESULTS}/logs"
 TABLES = f"{RESULTS}/tables"
-GRID = campaign_config.grid(config)
+GRID = plan.grid(config)
 # Family -> point path -> the point's task (the point, the kernel's settings, repetitions, ...).
-TASKS = campaign_config.tasks(config, GRID)
+TASKS = plan.tasks(config, GRID)
 PACKAGE = Path(workflow.basedir) / "src" / "movebench"
 
 # Jobs run the Python (and the mpich wheel's mpiexec) that runs snakemake, whatever PATH the user
@@ -37,7 +37,7 @@ def kernel_sources(family):
 
 def point_params(family):
     return {
-        "task": lambda w: json.dumps(campaign.task_of(TASKS, family, w.point)),
+        "task": lambda w: json.dumps(campaign.task_of(TASKS, family, w.point).to_dict()),
         "failed": lambda w: f"{FAILED}/{family}/{w.point}.json",
         "timeout": CAMPAIGN["timeout"],
         # The profile picks the MPI launcher with default-resources mpi=...; plain runs use mpiexec.
@@ -51,7 +51,7 @@ def point_resources(family):
 
     def resource(key):
         return lambda w: fam.resources(
-            campaign.task_of(TASKS, family, w.point)["point"], section
+            campaign.task_of(TASKS, family, w.point).point, section
         )[key]
 
     return {

@@ -16,7 +16,7 @@ for family in GRID:
         group:
             family
         conda:
-            f"../envs/{family}.yaml"
+            str(families.folder(family) / "environment.yaml")
         resources:
             **point_resources(family),
         params:

@@ -1,23 +1,35 @@
 """The benchmark families: one package each, found by the folder that holds its spec and schema.
 
-A family `X` is `movebench/families/X/` with `__init__.py` (the spec, `FAMILY`), `kernel.py`,
-`report.py`, `schema.yaml` and `report.html.j2`, plus its conda environment
-`workflow/envs/X.yaml`. Nothing outside this folder names a family.
+A family `X` is a folder `X/` with `__init__.py` (the spec, `FAMILY`), `kernel.py`, `report.py`
+(`REPORT`), `schema.yaml`, `report.html.j2` and `environment.yaml` (its conda environment). The
+five that ship live here; folders named in `MOVEBENCH_FAMILIES` (paths separated by `:`, each
+holding family folders) add more, as `movebench.families.<name>`, without editing anything here.
+Nothing outside a family's folder names it.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 from functools import cache
 from pathlib import Path
 
-from movebench.spec import Family, point_path
+from movebench.spec import Family
+from movebench.spec import point_path as _point_path
 
 HERE = Path(__file__).resolve().parent
+#: where more families live: folders of family folders, e.g. a site's own or a test's
+EXTRA = "MOVEBENCH_FAMILIES"
+
+# The extra folders join this package's path, so that `movebench.families.<name>` (and
+# `python -m movebench.families.<name>.kernel` in every rank, which inherits the variable) finds them.
+for _folder in filter(None, os.environ.get(EXTRA, "").split(os.pathsep)):
+    if str(Path(_folder).resolve()) not in __path__:
+        __path__.append(str(Path(_folder).resolve()))
 
 
 def names() -> list[str]:
-    return sorted(p.parent.name for p in HERE.glob("*/schema.yaml"))
+    return sorted({p.parent.name for root in __path__ for p in Path(root).glob("*/schema.yaml")})
 
 
 @cache
@@ -32,7 +44,26 @@ def report_module(name: str):
 
 
 def folder(name: str) -> Path:
+    for root in __path__:
+        if (Path(root) / name / "schema.yaml").exists():
+            return Path(root) / name
     return HERE / name
 
 
-__all__ = ["Family", "folder", "load", "names", "point_path", "report_module"]
+@cache
+def implicit_values() -> dict:
+    """Axis name -> the value point paths leave out, over every family (an axis means one thing everywhere)."""
+    merged: dict = {}
+    for name in names():
+        for key, value in load(name).implicit.items():
+            if merged.setdefault(key, value) != value:
+                raise ValueError(f"axis {key!r} leaves out {merged[key]!r} in one family and {value!r} in {name}")
+    return merged
+
+
+def point_path(point: dict) -> str:
+    """The path of a point of any family: key~value segments in axis order, implicit values left out."""
+    return _point_path(point, implicit_values())
+
+
+__all__ = ["Family", "folder", "implicit_values", "load", "names", "point_path", "report_module"]

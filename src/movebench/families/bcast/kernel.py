@@ -482,7 +482,7 @@ def main(argv=None):
 
     from mpi4py import MPI
 
-    from movebench.runner import load_task, run_mpi
+    from movebench.core.runner import load_task, run_mpi
 
     task = load_task(argv)
     point, seed = task.point, task.settings["seed"]

@@ -96,7 +96,7 @@ def fio_version() -> str | None:
 def main(argv=None):
     from mpi4py import MPI
 
-    from movebench.runner import load_task, run_mpi
+    from movebench.core.runner import load_task, run_mpi
 
     task = load_task(argv)
     point, settings = task.point, task.settings

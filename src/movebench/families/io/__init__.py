@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 from movebench.core.sizes import SizeError, expand_sizes, format_size, parse_size
-from movebench.spec import BANDWIDTH, ELAPSED, LOWER, Axis, Family, Measure, Setting, Storage, point_path
+from movebench.spec import BANDWIDTH, ELAPSED, LOWER, Axis, Family, Measure, Setting, Storage
 
 PATTERNS = ("sfsw", "sfmw", "mfmw")
 CLOUD = ("blob", "fileshare")
@@ -46,7 +46,7 @@ def object_size(pattern: str, size_per_proc: int, ranks: int) -> int:
 
 def name_prefix(point: dict, campaign_name: str) -> str:
     """Run-space prefix of a point: readable, short, valid as a container and share name."""
-    digest = hashlib.sha1(f"{campaign_name}:{point_path(point)}".encode()).hexdigest()[:10]
+    digest = hashlib.sha1(f"{campaign_name}:{FAMILY.path(point)}".encode()).hexdigest()[:10]
     return f"mbio-{point['pattern']}-{point['backend']}-{digest}"
 
 

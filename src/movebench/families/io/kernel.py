@@ -207,8 +207,8 @@ class Point:
 def main(argv=None):
     from mpi4py import MPI
 
+    from movebench.core.runner import load_task, run_mpi
     from movebench.families.io.storage.azure import describe_error
-    from movebench.runner import load_task, run_mpi
 
     task = load_task(argv)
     settings, pattern, backend_name = task.settings, task.point["pattern"], task.point["backend"]

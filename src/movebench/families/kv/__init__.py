@@ -47,7 +47,7 @@ def node_memory_bytes(point: dict, section: dict) -> int:
 
 class KV(Family):
     name = "kv"
-    launcher = "dragon"
+    runtime = "dragon"
     variant = "operation"
     axes = (
         Axis("operation", "operations"),
@@ -55,7 +55,7 @@ class KV(Family):
         Axis("clients_per_node", "clients_per_node"),
         Axis("managers_per_node", "managers_per_node"),
         Axis("value_size", "value_sizes", expand_sizes),
-        Axis("data_format", "data_formats"),
+        Axis("data_format", "data_formats", implicit="bytes"),
     )
     settings = (Setting("streams_per_manager"), Setting("total_mem", parse_size), Setting("iterations"),
                 Setting("transport", when=lambda point: point["nodes"] > 1))
@@ -66,7 +66,9 @@ class KV(Family):
         Measure("bandwidth_slowest_Bps", "B/s", HIGHER, "bytes / the slowest client's time"),
         Measure("imbalance", "1", LOWER, "slowest / mean client time"),
     )
-    kernel_sources = ("kernel.py", "../../dragonrun.py")
+    kernel_sources = ("kernel.py",)
+    # per client and the DDict's own statistics: the .meta.json keeps them
+    bulky_meta = ("clients", "ddict_stats")
 
     def check(self, section, campaign):
         problems = []
@@ -134,14 +136,19 @@ class KV(Family):
         return node_memory_bytes(point, section)
 
     def storage(self, point, section):
-        """The DDict's pools and Dragon's segments live in each node's /dev/shm (dragonrun checks it again)."""
+        """The DDict's pools and Dragon's segments live in each node's /dev/shm (checked again at launch)."""
         need = shm_bytes(parse_size(section["total_mem"]), point["value_size"], point["clients_per_node"])
         return [Storage("/dev/shm", need, "needs for its DDict pools and Dragon's segments", node_local=True)]
 
-    def launch_command(self, python_argv, task):
-        from movebench.families.kv.kernel import dragon_command
+    def runtime_options(self, task):
+        """Room in each node's /dev/shm (checked again before Dragon starts: Dragon hangs without it), the sizes
+        of Dragon's segments for the point's values, and the transport between nodes."""
+        from movebench.families.kv.kernel import segment_env
 
-        return dragon_command(python_argv, task)
+        point, settings = task.point, task.settings
+        return {"shm_bytes": shm_bytes(settings["total_mem"], point["value_size"], point["clients_per_node"]),
+                "env": segment_env(point["value_size"], point["clients_per_node"]),
+                "transport": settings.get("transport")}
 
 
 def _round_up_mib(nbytes) -> int:

@@ -5,10 +5,10 @@ HPCC RandomAccess: clients put or get their own unique set of key/value pairs in
 a DDict sharded over `managers_per_node` managers on each of `nodes` nodes.
 
 One point = one operation at one value size, clients per node, managers per node
-and node count, run as one Dragon job (`python -m movebench.dragonrun -- dragon -s
-python -m movebench.families.kv.kernel TASK.json`, see dragonrun.py for why the wrapper;
+and node count, run as one Dragon job (`python -m movebench.launchers.dragon -- dragon -s
+python -m movebench.families.kv.kernel TASK.json`, see launchers/dragon.py for why the wrapper;
 on more than one node `dragon -t <transport> -N <nodes>` in the point's allocation, and
-dragonrun sweeps every node of it afterwards):
+the Dragon launcher sweeps every node of it afterwards):
 
 - The head creates `DDict(managers_per_node, nodes, total_mem x nodes,
   streams_per_manager=...)` and starts `nodes x clients_per_node` clients with
@@ -87,7 +87,7 @@ dragonrun sweeps every node of it afterwards):
   the meta (`clients`), with the DDict's own `stats` per manager after the last
   round (each names its manager's host), where each client ran and which Dragon
   transport agent ran beside it (`client_placement`), and the start-up and
-  teardown times (`dragon_launch`, added by dragonrun, with its sweep of every node).
+  teardown times (`dragon_launch`, added by the Dragon launcher, with its sweep of every node).
 """
 from __future__ import annotations
 
@@ -119,30 +119,7 @@ def shm_bytes(total_mem_per_node: int, value_size: int, clients_per_node: int) -
     return total_mem_per_node + default_seg_bytes(value_size, clients_per_node) + INF_SEG_BYTES
 
 
-# --- the launch: dragon under movebench.dragonrun ---
-
-
-def dragon_command(python_argv: list[str], task: dict) -> list[str]:
-    """`dragon -s` on one node (it refuses to start without -s when Slurm is installed but no job runs);
-    `dragon -t <transport> -N <nodes>` on more, in the allocation, and dragonrun sweeps every node after it."""
-    from pathlib import Path
-
-    point, settings = task["point"], task["settings"]
-    beside = Path(sys.executable).with_name("dragon")
-    dragon = str(beside) if beside.exists() else "dragon"
-    nodes = point["nodes"]
-    mode = ["-s"] if nodes == 1 else ["-N", str(nodes)]
-    if nodes > 1 and settings.get("transport"):
-        mode = ["-t", settings["transport"], *mode]
-    shm = shm_bytes(settings["total_mem"], point["value_size"], point["clients_per_node"])
-    wrapper = [sys.executable, "-m", "movebench.dragonrun", "--shm-bytes", str(shm)]
-    if nodes > 1:
-        wrapper += ["--nodes", str(nodes)]
-    if task.get("meta"):
-        wrapper += ["--meta", task["meta"]]
-    for name, value in segment_env(point["value_size"], point["clients_per_node"]).items():
-        wrapper += ["--env", f"{name}={value}"]
-    return [*wrapper, "--", dragon, *mode, *python_argv]
+# --- the launch: dragon under movebench.launchers.dragon ---
 
 
 def segment_env(value_size: int, clients_per_node: int) -> dict:
@@ -357,7 +334,7 @@ def run_head(task, head_start: float) -> tuple[list[dict], dict]:
 
     from movebench.core import records
     from movebench.core.adaptive import AdaptiveRepetitions
-    from movebench.runner import counted_value
+    from movebench.core.runner import counted_value
 
     mp.set_start_method("dragon")
     point, settings = task.point, task.settings
@@ -433,7 +410,7 @@ def run_head(task, head_start: float) -> tuple[list[dict], dict]:
         for proc in procs:
             proc.join()
     except BaseException as exc:
-        # Said before the clean-up below, which can hang on a broken runtime until dragonrun kills it.
+        # Said before the clean-up below, which can hang on a broken runtime until the Dragon launcher kills it.
         print(f"movebench.kv head: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         raise
     finally:
@@ -468,7 +445,7 @@ def _stats_row(s) -> dict:
 
 def main(argv=None):
     head_start = time.time()
-    from movebench.runner import load_task, write
+    from movebench.core.runner import load_task, write
 
     task = load_task(argv)
     recs, meta = run_head(task, head_start)

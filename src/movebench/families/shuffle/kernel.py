@@ -238,7 +238,7 @@ def main(argv=None):
 
     from movebench.core import memory
     from movebench.core.p2p import PairStream
-    from movebench.runner import load_task, run_mpi
+    from movebench.core.runner import load_task, run_mpi
 
     task = load_task(argv)
     point, settings = task.point, task.settings

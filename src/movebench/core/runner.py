@@ -1,8 +1,9 @@
 """What every kernel shares: its task, the repetition loop, and writing records and meta.
 
-A kernel measures one point. `movebench.launch` writes the point's task (a JSON file: the point,
-the kernel's settings, repetitions, warm-ups, and where to write) and starts the kernel with its
-path as the only argument, e.g. `mpiexec -n 2 python -m movebench.families.shuffle.kernel task.json`.
+A kernel measures one point. `movebench.launch` writes the point's task (`movebench.core.task.Task`
+as a JSON file: the point, the kernel's settings, repetitions, warm-ups, and where to write) and
+starts the kernel with its path as the only argument, e.g.
+`mpiexec -n 2 python -m movebench.families.shuffle.kernel task.json`.
 The point goes into every record verbatim: it is the record's identity. Rank 0 writes the records
 and meta to the task's paths; launch renames them into place only when the whole job succeeded,
 so a half-run point never looks finished.
@@ -20,31 +21,10 @@ import errno
 import json
 import sys
 import time
-from dataclasses import dataclass, field
 
 from movebench.core import records
-from movebench.core.adaptive import AdaptiveRepetitions, RepetitionPolicy
-
-
-@dataclass
-class Task:
-    family: str
-    variant: str
-    point: dict
-    settings: dict = field(default_factory=dict)
-    repetitions: int | dict = 5
-    warmups: int = 2
-    out: str = ""
-    meta: str = ""
-
-    @classmethod
-    def from_dict(cls, data: dict) -> Task:
-        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
-        return cls(**known)
-
-    @property
-    def policy(self) -> RepetitionPolicy:
-        return RepetitionPolicy.from_config(self.repetitions)
+from movebench.core.adaptive import AdaptiveRepetitions
+from movebench.core.task import Task
 
 
 def counted_value(rec: dict) -> float | None:
@@ -61,6 +41,7 @@ def load_task(argv=None) -> Task:
         sys.exit(f"usage: {prog} TASK.json  (a task written by python -m movebench.launch; see movebench.runner)")
     with open(argv[0]) as f:
         return Task.from_dict(json.load(f))
+
 
 
 def run_mpi(comm, task: Task, measure, extra_meta=None) -> list[dict]:

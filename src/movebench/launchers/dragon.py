@@ -1,6 +1,6 @@
 """Run one program under the `dragon` launcher and leave nothing of it behind.
 
-    python -m movebench.dragonrun [--meta M.json] [--shm-bytes N] [--env K=V] [--timeout S] -- dragon -s PROG ...
+    python -m movebench.launchers.dragon [--meta M.json] [--shm-bytes N] [--env K=V] [--timeout S] -- dragon -s PROG ...
 
 Why a wrapper, and not `dragon` straight from `movebench.launch`:
 
@@ -56,7 +56,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from movebench.launch import stop_group
+from movebench.core.task import Task
+from movebench.launchers.process import stop_group
 
 SHM = Path("/dev/shm")
 GRACE_S = 4.0
@@ -294,7 +295,7 @@ def sweep_nodes(scratch: str, nodes: int, grace: float, env=None) -> dict:
         return {"error": "no Slurm allocation: the other nodes were not swept"}
     nodes = max(nodes, int(os.environ.get("SLURM_JOB_NUM_NODES") or 0))
     argv = ["srun", "--overlap", "-N", str(nodes), "--ntasks-per-node=1", "--cpu-bind=none", "--kill-on-bad-exit=0",
-            sys.executable, "-m", "movebench.dragonrun", "--sweep", scratch, "--grace", str(grace)]
+            sys.executable, "-m", "movebench.launchers.dragon", "--sweep", scratch, "--grace", str(grace)]
     try:
         r = subprocess.run(argv, capture_output=True, text=True, timeout=SWEEP_TIMEOUT_S, env=env,
                            stdin=subprocess.DEVNULL)
@@ -348,7 +349,7 @@ def run(argv, meta=None, shm_bytes=0, timeout=None, grace=GRACE_S, env=None, nod
         try:
             check_shm(shm_bytes)
         except ShmTooSmall as exc:
-            print(f"movebench.dragonrun: refusing to launch: {exc}", file=sys.stderr, flush=True)
+            print(f"movebench.launchers.dragon: refusing to launch: {exc}", file=sys.stderr, flush=True)
             return 2
     scratch = tempfile.mkdtemp(prefix="movebench-dragon-")
     reason = None
@@ -382,25 +383,44 @@ def run(argv, meta=None, shm_bytes=0, timeout=None, grace=GRACE_S, env=None, nod
         shutil.rmtree(scratch, ignore_errors=True)
     rc = run.proc.returncode
     if cleaned["killed_pids"] or cleaned["removed_segments"]:
-        print(f"movebench.dragonrun: cleaned up after Dragon: killed {len(cleaned['killed_pids'])} processes, "
+        print(f"movebench.launchers.dragon: cleaned up after Dragon: killed {len(cleaned['killed_pids'])} processes, "
               f"removed {len(cleaned['removed_segments'])} /dev/shm segments", file=sys.stderr, flush=True)
     for node, found in swept.items():
         if node == "error":
-            print(f"movebench.dragonrun: sweep of the other nodes: {found}", file=sys.stderr, flush=True)
+            print(f"movebench.launchers.dragon: sweep of the other nodes: {found}", file=sys.stderr, flush=True)
         elif found["killed_pids"] or found["removed_segments"]:
-            print(f"movebench.dragonrun: {node}: killed {len(found['killed_pids'])} processes of the run, removed "
-                  f"{len(found['removed_segments'])} /dev/shm segments", file=sys.stderr, flush=True)
+            print(f"movebench.launchers.dragon: {node}: killed {len(found['killed_pids'])} processes of the run, "
+                  f"removed {len(found['removed_segments'])} /dev/shm segments", file=sys.stderr, flush=True)
     if meta:
         merge_meta(meta, {"start": run.start, "end": end, "wall_s": end - run.start, "returncode": rc,
                           "pids_seen": len(run.seen), **cleaned, "nodes_swept": swept})
     if reason:
-        print(f"movebench.dragonrun: Dragon {reason}; stopped and cleaned up", file=sys.stderr, flush=True)
+        print(f"movebench.launchers.dragon: Dragon {reason}; stopped and cleaned up", file=sys.stderr, flush=True)
         return 124 if reason.startswith("timed out") else 130
     return rc
 
 
+def command(task: Task, kernel: list[str], options: dict) -> list[str]:
+    """`dragon -s` on one node (it refuses to start without -s when Slurm is installed but no job runs);
+    `dragon -t <transport> -N <nodes>` on more, in the allocation, and this wrapper sweeps every node after it.
+    `options` are the family's (Family.runtime_options): `shm_bytes`, `env`, `transport`."""
+    beside = Path(sys.executable).with_name("dragon")
+    dragon = str(beside) if beside.exists() else "dragon"
+    mode = ["-s"] if task.nodes == 1 else ["-N", str(task.nodes)]
+    if task.nodes > 1 and options.get("transport"):
+        mode = ["-t", options["transport"], *mode]
+    wrapper = [sys.executable, "-m", __name__, "--shm-bytes", str(options.get("shm_bytes", 0))]
+    if task.nodes > 1:
+        wrapper += ["--nodes", str(task.nodes)]
+    if task.meta:
+        wrapper += ["--meta", task.meta]
+    for name, value in (options.get("env") or {}).items():
+        wrapper += ["--env", f"{name}={value}"]
+    return [*wrapper, "--", dragon, *mode, *kernel]
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m movebench.dragonrun", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m movebench.launchers.dragon", description=__doc__.split("\n\n")[0])
     p.add_argument("--meta", help="a JSON file the program writes; launch timings are merged into it")
     p.add_argument("--shm-bytes", type=int, default=0, help="refuse to launch with less free room in /dev/shm")
     p.add_argument("--timeout", type=float, default=None, help="seconds before Dragon is stopped")

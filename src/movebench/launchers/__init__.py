@@ -1,0 +1,56 @@
+"""What starts a point's kernel, one module per runtime a family may declare (`Family.runtime`).
+
+- `mpi`: the profile's MPI launcher (mpiexec here, srun on Slurm) starts the ranks; MPICH's
+  shared-memory segments of a killed job are removed by the job's own names; the MPI libraries say
+  which transport carried the data.
+- `dragon`: Dragon's launcher under a wrapper that leaves nothing of the run behind (kv).
+
+`movebench.launch` asks `runtime(name)` once per point and uses what it answers.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from movebench.core.task import Task
+from movebench.families import load as family_of
+from movebench.launchers import dragon, mpi
+
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Runtime:
+    name: str
+    #: the MPI library's shared memory is watched and cleaned, its transport log read
+    is_mpi: bool
+    #: the file whose change reruns the points of families with this runtime
+    source: Path
+
+    def command(self, task: Task, task_path, launcher: str = "mpiexec") -> list[str]:
+        """The whole command of the point's kernel on its task file: the one place that builds it."""
+        kernel = [sys.executable, "-m", f"movebench.families.{task.family}.kernel", str(task_path)]
+        if self.is_mpi:
+            return mpi.command(task, kernel, launcher)
+        return dragon.command(task, kernel, family_of(task.family).runtime_options(task))
+
+    def environment(self, task: Task, env) -> dict:
+        """The kernel's environment: `env` with what the runtime sets for the point."""
+        return mpi.environment(task, env) if self.is_mpi else dict(env)
+
+
+RUNTIMES = {"mpi": Runtime("mpi", True, HERE / "mpi.py"), "dragon": Runtime("dragon", False, HERE / "dragon.py")}
+
+
+def runtime(task: Task) -> Runtime:
+    return RUNTIMES[family_of(task.family).runtime]
+
+
+def kernel_command(task: Task, task_path, launcher: str = "mpiexec") -> list[str]:
+    return runtime(task).command(task, task_path, launcher)
+
+
+def kernel_env(task: Task, env) -> dict:
+    return runtime(task).environment(task, env)

@@ -1,0 +1,124 @@
+"""The mpi runtime: a kernel under the profile's MPI launcher (mpiexec, srun), and what MPICH leaves behind.
+
+The launcher string comes from the profile (the resource `mpi`, the name Snakemake's Slurm executor
+reads); it may place `{ranks}` and `{nodes}` itself, else `-n <ranks>` follows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+import sys
+import threading
+from pathlib import Path
+
+from movebench.core.task import Task
+from movebench.core.transport import probe_env
+from movebench.launchers.process import descendants
+
+SHM = Path("/dev/shm")
+# MPICH 4 (ch4) names its intranode segment mpich_shm_<world id>_<node> (and mpich_vci_... with
+# several VCIs), the world id being the FNV hash of the PMI kvsname; Hydra's kvsname holds
+# mpiexec's pid, a random number and the host, so the name cannot be computed from outside:
+# it is read from the maps of the job's own processes while they run.
+MPICH_SEGMENTS = ("mpich_shm_", "mpich_vci_")
+
+
+def launcher_command(launcher: str, ranks: int, nodes: int) -> list[str]:
+    """`launcher` may place {ranks} and {nodes} itself ("srun -N {nodes} -n {ranks}"); else `-n ranks` follows.
+
+    A bare program name is looked up beside this Python first: the mpich wheel puts its
+    mpiexec there, and it must match the MPI library mpi4py loads.
+    """
+    if "{ranks}" in launcher or "{nodes}" in launcher:
+        argv = shlex.split(launcher.format(ranks=ranks, nodes=nodes))
+    else:
+        argv = shlex.split(launcher) + ["-n", str(ranks)]
+    if "/" not in argv[0] and Path(sys.executable).with_name(argv[0]).exists():
+        argv[0] = str(Path(sys.executable).with_name(argv[0]))
+    return argv
+
+
+def command(task: Task, kernel: list[str], launcher: str = "mpiexec") -> list[str]:
+    """The launcher's command for the point's ranks and nodes, then the kernel's."""
+    return launcher_command(launcher, task.ranks, task.nodes) + kernel
+
+
+def environment(task: Task, env: dict) -> dict:
+    """`env` with what the point asks of the MPI library before it starts, and the transport probe.
+
+    The thread level goes in MPI4PY_RC_THREAD_LEVEL, which mpi4py reads at import, so that a kernel needs
+    no code for it. A point on one node gets UCX_MEM_EVENTS=no unless the environment sets it: UCX's
+    memory hooks keep its registration cache right for RDMA between nodes, while on one node MPICH moves
+    data through its own shared memory, and installing the hooks when libucs loads is most of MPI's start
+    (docs/kernels.md, "Where MPI's start went"); the variable goes into the meta's environment like any
+    UCX_ setting. The libraries' own logging says which transport they chose (core/transport.py).
+    """
+    env = dict(env)
+    level = task.point.get("mpi_thread_level")
+    if level:
+        env["MPI4PY_RC_THREAD_LEVEL"] = level
+    if task.nodes == 1:
+        env.setdefault("UCX_MEM_EVENTS", "no")
+    env.update(probe_env(env))
+    return env
+
+
+def mapped_segments(pid: int, shm: Path = SHM) -> set[str]:
+    """Names of the MPICH segments in `shm` that process `pid` has mapped."""
+    try:
+        text = Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return set()
+    prefix, names = f"{shm}/", set()
+    for line in text.splitlines():
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and fields[5].startswith(prefix):
+            name = fields[5][len(prefix):].removesuffix(" (deleted)")
+            if name.startswith(MPICH_SEGMENTS):
+                names.add(name)
+    return names
+
+
+class ShmWatch:
+    """The MPICH segments a job's processes map, seen while they run, removed after the job ends.
+
+    MPICH unlinks them in MPI_Finalize; a rank killed mid-point (or a point stopped on its timeout)
+    never gets there, and /dev/shm fills up run after run. Only names this job's own processes had
+    mapped are removed: another job's segments, live or leaked, are never touched. Segments are
+    made in MPI_Init: the job is looked at often at first, then rarely (a look costs a /proc scan).
+    """
+
+    def __init__(self, root: int, shm: Path = SHM):
+        self.root, self.shm = root, shm
+        self.seen: set[str] = set()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def look(self) -> None:
+        for pid in descendants(self.root):
+            self.seen |= mapped_segments(pid, self.shm)
+
+    def _watch(self) -> None:
+        # Often until the ranks have mapped their segment (MPI_Init), then rarely: looks cost CPU
+        # on the machine being measured (~1 ms for a 2-rank job here).
+        waits = [0.1] * 300
+        while True:
+            before = len(self.seen)
+            self.look()
+            if self.seen and len(self.seen) == before:
+                waits = waits[:0]
+            if self._done.wait(waits.pop(0) if waits else 10.0):
+                return
+
+    def finish(self) -> list[str]:
+        """After the job ended: remove what it left; the names removed."""
+        self._done.set()
+        self._thread.join(timeout=5)
+        removed = []
+        for name in sorted(self.seen):
+            with contextlib.suppress(FileNotFoundError):
+                (self.shm / name).unlink()
+                removed.append(name)
+        return removed

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from movebench.core.timing import calibrate
+from movebench.core.timing import iterations_for_duration
 
 if TYPE_CHECKING:
     import numpy as np
@@ -272,7 +272,7 @@ def main(argv=None):
     if pattern != "shuffle":
         iterations = settings["iterations"]
         if iterations == "auto":
-            iterations = calibrate(stream, settings["repetition_time"])
+            iterations = iterations_for_duration(stream, settings["repetition_time"])
 
         def measure(rep, warmup):
             elapsed, nbytes, extras = stream(iterations)

@@ -19,7 +19,8 @@ of what the second adds (e.g. `mpiexec + numpy` - `mpiexec + pass` = importing n
   the variables a campaign hands its jobs (the commit and package versions, looked up once per campaign):
   the fixed cost of a point as a campaign pays it (Snakemake's own scheduling excluded).
 - inside a rank (one `mpiexec -n 2` job that times its own steps, rank 0's clock): envinfo.capture,
-  mpi_meta, and the loop count for repetition_time 0.25 s (core.timing.iterations_for_duration) for uni 4 KiB, window 64.
+  mpi_meta, and the loop count for repetition_time 0.25 s (core.timing.iterations_for_duration) for uni
+  4 KiB, window 64.
 
 With `--against DIR` (another checkout with its own .venv, e.g. main before a change), the launch
 step also runs with that checkout's Python, interleaved (A B, then B A), and the table adds the

@@ -25,10 +25,9 @@ density and dtype from rank 0 to all ranks. The methods:
   broadcast is collective, and the root must learn when its buffers may be
   reused; the closing Fence tells every rank at once. With passive target the
   root would need an extra barrier to learn it, and the MPI standard lets a
-  passive-target Get wait for the target to enter MPI anyway. Measured here
-  (200 MB, MPICH 5.0.2, medians of 5): Fence 0.16 s, Lock/Unlock 0.18 s,
-  Lock_all/Flush 0.12 s at 2 ranks; 1.6, 1.2 and 1.7 s at 4 ranks: alike
-  within the 20-50% noise, so the simpler collective form was kept.
+  passive-target Get wait for the target to enter MPI anyway. The three forms
+  timed alike within the noise, so the simpler collective one was kept
+  (docs/kernels.md, section 3, "rma: why Fence").
 - osu: the pure transfer, timed as OSU's osu_bcast (OMB 5.3.2, mpi/collective/osu_bcast.c):
   the shape is known to every rank from the point's setup (no metadata while timed), the
   receivers' buffers are preallocated, and one repetition is `skip + iterations` back-to-back
@@ -383,7 +382,7 @@ def probe_broadcast(comm, method, source, state, rss_baseline) -> tuple[int, int
     """One untimed broadcast with the memory probes on; returns this rank's (tracemalloc peak, RSS HWM delta).
 
     Tracing is started here and stopped after, so that no timed broadcast runs under tracemalloc
-    (it slows every Python allocation: 0.8x at 8 bytes, docs/kernels.md section 3).
+    (tracing slows every Python allocation: docs/kernels.md, section 3).
     """
     import tracemalloc
 

@@ -45,7 +45,8 @@ if TYPE_CHECKING:
     import numpy as np
 
 # numpy is imported by the data-dependent shuffle's functions only: uni, bidi and alltoall ranks move
-# bytes (core.memory.allocate_bytes) and never load it, 0.18 s of a point's fixed cost (docs/kernels.md).
+# bytes (core.memory.allocate_bytes) and never load it: its import is a large share of a point's fixed cost
+# (docs/kernels.md, section 8).
 
 PAIRED = ("uni", "bidi")
 _TAG_DATA = 100

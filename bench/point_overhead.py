@@ -19,7 +19,8 @@ of what the second adds (e.g. `mpiexec + numpy` - `mpiexec + pass` = importing n
   the variables a campaign hands its jobs (the commit and package versions, looked up once per campaign):
   the fixed cost of a point as a campaign pays it (Snakemake's own scheduling excluded).
 - inside a rank (one `mpiexec -n 2` job that times its own steps, rank 0's clock): envinfo.capture,
-  mpi_meta, and shuffle's calibrate at repetition_time 0.25 s for uni 4 KiB, window 64.
+  mpi_meta, and the loop count for repetition_time 0.25 s (core.timing.iterations_for_duration) for uni
+  4 KiB, window 64.
 
 With `--against DIR` (another checkout with its own .venv, e.g. main before a change), the launch
 step also runs with that checkout's Python, interleaved (A B, then B A), and the table adds the
@@ -60,6 +61,7 @@ from mpi4py import MPI
 from movebench.core import envinfo, memory
 from movebench.core.mpi import mpi_meta
 from movebench.core.p2p import PairStream
+from movebench.core.timing import iterations_for_duration
 from movebench.families.shuffle import kernel
 comm = MPI.COMM_WORLD
 out = {}
@@ -69,8 +71,8 @@ t = time.perf_counter(); mpi_meta(comm); out["mpi_meta"] = time.perf_counter() -
 pairs = PairStream(comm, memory.allocate_bytes(4096), memory.allocate_bytes(4096), 4096, 64, False)
 comm.Barrier()
 t = time.perf_counter()
-kernel.calibrate(lambda n: (pairs.run(n, kernel.osu_skip(4096)),), 0.25)
-out["calibrate (auto, 0.25 s)"] = time.perf_counter() - t
+iterations_for_duration(lambda n: (pairs.run(n, kernel.osu_skip(4096)),), 0.25)
+out["iterations_for_duration (auto, 0.25 s)"] = time.perf_counter() - t
 pairs.free()
 if comm.rank == 0:
     print(json.dumps(out))

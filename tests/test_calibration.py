@@ -53,7 +53,7 @@ def test_memcpy_counts_every_ranks_copies(tmp_path):
 
 
 @pytest.mark.mpi
-def test_memcpy_calibrates_its_iterations(tmp_path):
+def test_memcpy_chooses_its_iteration_count(tmp_path):
     task = make_task("calibration", {"probe": "memcpy", "ranks": 1, "size": 4096},
                      {"iterations": "auto", "repetition_time": 0.02}, repetitions=2, warmups=0)
     _, recs, _ = run_kernel(task, tmp_path)

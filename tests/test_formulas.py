@@ -4,7 +4,8 @@ import pandas as pd
 import pytest
 
 from movebench.core.records import record
-from movebench.families.shuffle.kernel import calibrate, stream_bytes
+from movebench.core.timing import iterations_for_duration
+from movebench.families.shuffle.kernel import stream_bytes
 from movebench.families.shuffle.report import derive
 
 MiB = 1 << 20
@@ -53,7 +54,7 @@ def test_efficiency_divides_by_the_best_bidi_median_at_the_same_size_and_ranks()
     assert table[table["message_size"] == 4096]["efficiency"].isna().all()
 
 
-def test_calibration_hits_the_target_time():
+def test_iterations_for_duration_hits_the_target_time():
     seconds_per_iteration = 1e-4
     calls = []
 
@@ -61,5 +62,5 @@ def test_calibration_hits_the_target_time():
         calls.append(iterations)
         return iterations * seconds_per_iteration, 0, {}
 
-    assert calibrate(stream, 0.5) == 5000
-    assert sum(calls) * seconds_per_iteration < 0.5  # calibrating costs less than one repetition
+    assert iterations_for_duration(stream, 0.5) == 5000
+    assert sum(calls) * seconds_per_iteration < 0.5  # choosing the count costs less than one repetition

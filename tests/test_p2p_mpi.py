@@ -19,7 +19,7 @@ def test_persistent_streams_deliver_verified_data(ranks):
         assert all(r["verified"] and r["same_elapsed"] and r["elapsed"] > 0 for r in reps), case
         assert pending == {"pending": False}, case
         assert flipped == {"flipped_verified": False}, case
-        assert peer["holds_peer_pattern"] and peer["not_own_pattern"], case
+        assert peer["holds_peer_bytes"] and peer["not_own_bytes"], case
 
 
 def test_odd_ranks_are_refused():

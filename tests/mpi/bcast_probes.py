@@ -31,6 +31,7 @@ def traced(name, fn):
 
 osu_loop = kernel.bcast_osu
 kernel.BROADCASTS = {method: traced("broadcast", fn) for method, fn in kernel.BROADCASTS.items()}
+kernel.PROBE_BROADCASTS = {method: traced("broadcast", fn) for method, fn in kernel.PROBE_BROADCASTS.items()}
 kernel.bcast_osu = traced("osu_loop", kernel.bcast_osu)
 kernel.reset_rss_peak = traced("rss_reset", kernel.reset_rss_peak)
 

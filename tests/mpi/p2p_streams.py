@@ -9,7 +9,7 @@ import sys
 from mpi4py import MPI
 
 from movebench.core import memory
-from movebench.core.p2p import PairStream, pattern
+from movebench.core.p2p import PairStream, fill_bytes
 
 comm = MPI.COMM_WORLD
 out = {}
@@ -29,12 +29,12 @@ for kind, bidirectional, size in [(k, b, s) for k in ALLOCATE for b in (False, T
         if stream.receives and comm.rank == comm.size - 1:
             rbuf[size // 2] ^= 0xFF
         runs.append({"flipped_verified": stream.verified()})
-        # the sender's bytes are its own pattern: what the receiver holds is the peer's, not its own
+        # the sender's bytes are its own fill_bytes: what the receiver holds is the peer's, not its own
         stream.run(iterations=1)
         if stream.receives:
             held = bytes(rbuf[:size])
-            runs.append({"holds_peer_pattern": held == pattern(stream.peer, size),
-                         "not_own_pattern": size < 2 or held != pattern(comm.rank, size)})
+            runs.append({"holds_peer_bytes": held == fill_bytes(stream.peer, size),
+                         "not_own_bytes": size < 2 or held != fill_bytes(comm.rank, size)})
     out[f"{kind}-{'bidi' if bidirectional else 'uni'}-{size}"] = runs
 if comm.rank == comm.size - 1:
     json.dump(out, sys.stdout)

@@ -119,7 +119,7 @@ def decide(values: Sequence[float], policy: RepetitionPolicy, elapsed_s: float =
 
 
 class AdaptiveRepetitions:
-    """(rep, warmup) pairs like core.timing.Repetitions, for as long as the policy says.
+    """(rep, warmup) pairs, warm-ups first, then counted ones for as long as the policy says.
 
     After each counted repetition the caller reports its value with `add`; iteration stops when
     `decide` says so. `agree(decision) -> decision` makes every MPI rank take the same one, e.g.

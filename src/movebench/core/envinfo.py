@@ -69,7 +69,8 @@ def redact_env(env: dict) -> dict:
 
 def package_versions() -> dict:
     """Versions of the packages behind a figure; a campaign looks them up once and hands them to its points
-    (MOVEBENCH_PACKAGES, set by movebench.campaign), since importlib.metadata costs ~0.1 s per process."""
+    (MOVEBENCH_PACKAGES, set by movebench.campaign), since importlib.metadata is slow to import and read
+    (docs/kernels.md, section 8)."""
     cached = os.environ.get("MOVEBENCH_PACKAGES")
     if cached:
         try:
@@ -91,7 +92,8 @@ def package_versions() -> dict:
 
 def platform_name() -> str:
     """platform.platform()'s string (Linux-<release>-<machine>-with-glibc<version>) from os.uname and confstr:
-    platform.platform() reads the interpreter's binary to find the C library, 10 ms of every point's meta here."""
+    platform.platform() reads the interpreter's binary to find the C library, on every point's rank 0
+    (docs/kernels.md, "Streaming ranks without numpy")."""
     try:
         libc = os.confstr("CS_GNU_LIBC_VERSION")  # "glibc 2.36"
     except (ValueError, OSError, AttributeError):
@@ -181,7 +183,7 @@ _MPI_NAMES = (("cray mpich", "Cray MPICH"), ("intel(r) mpi", "Intel MPI"), ("int
 
 
 def memory_settings() -> dict:
-    """Page size and transparent-huge-page mode: large-message figures move by up to 1.6x with THP here."""
+    """Page size and transparent-huge-page mode: huge pages move large-message figures (docs/kernels.md, section 5)."""
     try:
         thp = THP_PATH.read_text().strip()
         match = re.search(r"\[(\w+)\]", thp)

@@ -33,7 +33,8 @@ def mpi_meta(comm) -> dict | None:
         "host_interfaces": {h: ifs for h, _, _, ifs in sorted(placed, key=lambda p: p[0])},
         "mpi_library": MPI.Get_library_version().strip().splitlines()[0],
         "mpi_version": "{}.{}".format(*MPI.Get_version()),
-        # Thread level matters: MPICH at "single" busy-polls and is 100x slower oversubscribed.
+        # Thread level matters: MPICH at "single" busy-polls and collapses when ranks outnumber cores
+        # (docs/kernels.md, section 4).
         "mpi_thread_level": _THREAD_LEVELS.get(level, str(level)),
     }
 

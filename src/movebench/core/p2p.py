@@ -8,14 +8,14 @@ W messages of `size` bytes in flight per iteration, receives posted before sends
 4-byte ack after each window, as osu_bw.
 
 Every repetition is verified: the receive buffer is zeroed before it (untimed) and must hold the
-peer's bytes after it. Each rank sends its own pattern, so a stale or misdirected receive shows.
+peer's bytes after it. Each rank sends its own bytes (`fill_bytes`), so a stale or misdirected receive shows.
 Buffers are any writable byte buffers (movebench.core.memory.allocate_bytes, or numpy arrays):
 nothing here needs numpy, so a streaming rank never imports it.
 """
 
 from __future__ import annotations
 
-_PERIOD = 251  # the pattern's period: (i * 7) mod 251 repeats every 251 bytes
+_PERIOD = 251  # fill_bytes's period: (i * 7) mod 251 repeats every 251 bytes
 
 ACK_BYTES = 4
 TAG_DATA, TAG_ACK = 100, 101
@@ -27,7 +27,7 @@ def pair(rank: int, ranks: int) -> tuple[bool, int]:
     return (rank < half, rank + half) if rank < half else (False, rank - half)
 
 
-def pattern(rank: int, size: int) -> bytes:
+def fill_bytes(rank: int, size: int) -> bytes:
     """The bytes rank `rank` sends, (7 i + 31 rank + 1) mod 251 at byte i: differ between ranks and along it."""
     period = bytes((i * 7 + 31 * rank + 1) % _PERIOD for i in range(_PERIOD))
     return (period * (size // _PERIOD + 1))[:size]
@@ -37,7 +37,7 @@ class PairStream:
     """One point's uni or bidi stream: its requests, buffers and the expected receive, made once.
 
     `sbuf` and `rbuf` are writable byte buffers of at least `size` bytes (movebench.core.memory.allocate_bytes);
-    `sbuf` is filled with this rank's pattern. Call `free()` (or use `with`) before MPI ends.
+    `sbuf` is filled with this rank's `fill_bytes`. Call `free()` (or use `with`) before MPI ends.
     """
 
     def __init__(self, comm, sbuf, rbuf, size: int, window: int, bidirectional: bool):
@@ -48,9 +48,9 @@ class PairStream:
         self.comm, self.size, self.window, self.bidirectional = comm, size, window, bidirectional
         self.first, self.peer = pair(comm.rank, comm.size)
         self.sbuf, self.rbuf = sbuf, rbuf
-        memoryview(sbuf).cast("B")[:size] = pattern(comm.rank, size)
+        memoryview(sbuf).cast("B")[:size] = fill_bytes(comm.rank, size)
         self.receives = bidirectional or not self.first
-        self.expected = pattern(self.peer, size) if self.receives else None
+        self.expected = fill_bytes(self.peer, size) if self.receives else None
         self._received = memoryview(rbuf).cast("B")[:size]
         self._zeros = bytes(size) if self.receives else b""
         self.ack = bytearray(ACK_BYTES)

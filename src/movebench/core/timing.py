@@ -1,29 +1,9 @@
-"""Timing of repetitions: warm-ups first and flagged, then the measured ones."""
+"""Loop counts for a timed repetition: how many iterations make it last a chosen time."""
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
 
-clock = time.perf_counter
-
-
-@dataclass(frozen=True)
-class Repetitions:
-    """How often a point's kernel runs: `warmups` flagged runs, then `repetitions` counted ones."""
-
-    repetitions: int
-    warmups: int
-
-    def __iter__(self):
-        """(rep, warmup) pairs; warm-ups come first and are numbered apart from counted reps."""
-        for i in range(self.warmups):
-            yield i, True
-        for i in range(self.repetitions):
-            yield i, False
-
-
-def calibrate(run, seconds: float) -> int:
+def iterations_for_duration(run, seconds: float) -> int:
     """Iterations that make a repetition last about `seconds` (IMB's -time idea; OSU fixes loop counts).
 
     `run(iterations)` returns (elapsed_s, ...), the same slowest-rank time on every rank, so all ranks

@@ -130,7 +130,8 @@ def _clean(values) -> np.ndarray:
 
 
 def _median_sorted(x: np.ndarray) -> float:
-    # np.median costs 60 us of checks per call; the calibration makes tens of thousands of comparisons
+    # np.median's argument checks outweigh the median of a sorted array, and the error-rate tests make tens of
+    # thousands of comparisons (docs/compare.md, "The statistics, and why")
     half = x.size // 2
     return float(x[half]) if x.size % 2 else float((x[half - 1] + x[half]) / 2)
 

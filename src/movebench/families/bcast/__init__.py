@@ -7,9 +7,9 @@ import math
 from movebench.spec import BANDWIDTH, ELAPSED, LOWER, MEMORY_MODE, MPI_THREAD_LEVEL, Axis, Family, Measure, Setting
 
 ITEM_BYTES = {"float64": 8, "float32": 4, "int64": 8, "int32": 4}
-# One rank's RSS before any data: interpreter, numpy, scipy, mpi4py, MPICH. 66 MiB measured
-# here; planned at 160 MiB to leave room for MPI's buffers and RMA windows (a few MiB) and
-# for other platforms' larger libraries.
+# One rank's RSS before any data: interpreter, numpy, scipy, mpi4py, MPICH; planned well above what was
+# measured, to leave room for MPI's buffers and RMA windows and for other platforms' larger libraries
+# (docs/hardening.md, "Admission").
 BASE_RANK_BYTES = 160 * 2**20
 
 

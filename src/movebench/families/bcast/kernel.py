@@ -25,10 +25,9 @@ density and dtype from rank 0 to all ranks. The methods:
   broadcast is collective, and the root must learn when its buffers may be
   reused; the closing Fence tells every rank at once. With passive target the
   root would need an extra barrier to learn it, and the MPI standard lets a
-  passive-target Get wait for the target to enter MPI anyway. Measured here
-  (200 MB, MPICH 5.0.2, medians of 5): Fence 0.16 s, Lock/Unlock 0.18 s,
-  Lock_all/Flush 0.12 s at 2 ranks; 1.6, 1.2 and 1.7 s at 4 ranks: alike
-  within the 20-50% noise, so the simpler collective form was kept.
+  passive-target Get wait for the target to enter MPI anyway. The three forms
+  timed alike within the noise, so the simpler collective one was kept
+  (docs/kernels.md, section 3, "rma: why Fence").
 - osu: the pure transfer, timed as OSU's osu_bcast (OMB 5.3.2, mpi/collective/osu_bcast.c):
   the shape is known to every rank from the point's setup (no metadata while timed), the
   receivers' buffers are preallocated, and one repetition is `skip + iterations` back-to-back
@@ -271,8 +270,11 @@ def bcast_rma(comm, source, state):
     return source if comm.rank == ROOT else assemble(meta, arrays)
 
 
-def bcast_preallocated(comm, source, state):
-    """osu's transfer once, untimed (its memory probe): each buffer by `Bcast`, the shape known from setup."""
+def osu_probe_round(comm, source, state):
+    """One round of osu's loop, untimed: what osu's memory probe runs (its timed loop is `bcast_osu`).
+
+    Each buffer by `Bcast` into the receivers' preallocated buffers, the shape known from setup.
+    """
     arrays = buffers_of(source) if comm.rank == ROOT else state["receive"].arrays
     for array in arrays:
         comm.Bcast(array, root=ROOT)
@@ -301,8 +303,12 @@ def bcast_osu(comm, arrays, iterations: int, skip: int) -> float:
     return comm.allreduce(timer / iterations, op=MPI.SUM) / comm.size
 
 
-BROADCASTS = {"pickle": bcast_pickle, "buffer": bcast_buffer, "pkl5": bcast_pkl5, "p2p": bcast_p2p, "rma": bcast_rma,
-              "osu": bcast_preallocated}
+# One broadcast of each of the study's methods, timed once per repetition by `timed_broadcast`. osu is not here:
+# its timed repetition is `bcast_osu`'s loop of skip + iterations rounds.
+BROADCASTS = {"pickle": bcast_pickle, "buffer": bcast_buffer, "pkl5": bcast_pkl5, "p2p": bcast_p2p, "rma": bcast_rma}
+# What the untimed memory probe after each repetition runs: one broadcast of the method; for osu one round of its
+# loop, so that the probe sees one transfer without repeating the whole timed loop.
+PROBE_BROADCASTS = {**BROADCASTS, "osu": osu_probe_round}
 
 
 def setup(comm, method: str, source, memory_mode: str = "4k") -> dict:
@@ -376,13 +382,13 @@ def probe_broadcast(comm, method, source, state, rss_baseline) -> tuple[int, int
     """One untimed broadcast with the memory probes on; returns this rank's (tracemalloc peak, RSS HWM delta).
 
     Tracing is started here and stopped after, so that no timed broadcast runs under tracemalloc
-    (it slows every Python allocation: 0.8x at 8 bytes, docs/kernels.md section 3).
+    (tracing slows every Python allocation: docs/kernels.md, section 3).
     """
     import tracemalloc
 
     tracemalloc.start()
     reset_rss_peak()
-    received = BROADCASTS[method](comm, source, state)
+    received = PROBE_BROADCASTS[method](comm, source, state)
     traced_peak = tracemalloc.get_traced_memory()[1]
     rss_delta = rss_peak_bytes() - rss_baseline
     del received

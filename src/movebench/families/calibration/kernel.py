@@ -31,7 +31,7 @@ import tempfile
 
 import numpy as np
 
-from movebench.core.timing import calibrate
+from movebench.core.timing import iterations_for_duration
 
 MAX_PIECE = 16 * 2**20
 
@@ -108,7 +108,7 @@ def main(argv=None):
         dst = np.zeros(point["size"], dtype=np.uint8)  # touched: page faults stay out of the timed copies
         iterations = settings["iterations"]
         if iterations == "auto":
-            iterations = calibrate(lambda i: copy_loop(comm, src, dst, i), settings["repetition_time"])
+            iterations = iterations_for_duration(lambda i: copy_loop(comm, src, dst, i), settings["repetition_time"])
 
         def measure(rep, warmup):
             return copy_loop(comm, src, dst, iterations)

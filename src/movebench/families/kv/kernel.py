@@ -35,10 +35,9 @@ the Dragon launcher sweeps every node of it afterwards):
   many passes its round timed (`iterations`; `ops` = clients x keys x passes).
 - Why several passes per round: gups_ddict times its passes back to back, so a
   comparison needs the same count on both sides; and a lone pass after the idle
-  start of a round is not the sustained rate: issue 13's measurement (200 keys,
-  4 KiB, 2 clients, 1 manager) found one batch timed alone at 15-19 MB/s against
-  3-4 MB/s for batches back to back, the work a batch leaves behind being paid by
-  the next one. Several passes dilute whatever a round's start costs or saves to
+  start of a round is not the sustained rate: a batch timed alone runs several
+  times faster than batches back to back, the work a batch leaves behind being
+  paid by the next one (docs/kernels.md, section 7). Several passes dilute whatever a round's start costs or saves to
   ~1/passes. 4 is a judgement, not a measured optimum: gups_ddict's defaults time
   3 passes (its --iterations 2 and the pass its timer adds), and with 4 a round's
   start weighs at most a quarter of the round while a default campaign's kv points
@@ -62,11 +61,10 @@ the Dragon launcher sweeps every node of it afterwards):
   read back proves it is that key's (`numpy` uses its data). Pickled, a numpy array
   carries ~130-150 bytes of header and unpickles into a new array: gups_ddict moves a
   little more per operation and builds an array on each get. What the data change is
-  not a constant: the same get loop at 4 KiB ran over gups_ddict's data at 0.37x the
-  rate over these bytes on one day and at 1.4x on another (docs/kernels.md, section
-  7), so a figure to set beside gups_ddict's or the DDict page's runs with
-  `data_format: numpy`, where the two tools' medians agree within 10 % for every
-  operation at 4 KiB and 256 KiB (section 7, "Same data"). (4) Its clients call
+  not a constant (it moved between days on the same code: docs/kernels.md, section 7),
+  so a figure to set beside gups_ddict's or the DDict page's runs with
+  `data_format: numpy`, which takes the data out of the comparison (section 7,
+  "Same data"). (4) Its clients call
   `len(d)` once before their first test to open their manager connections; here
   the untimed puts (gets) or the warm-up rounds (puts) do that. (5) It runs one
   round per Dragon job and value size; here `repetitions` rounds run in one job.
@@ -80,9 +78,8 @@ the Dragon launcher sweeps every node of it afterwards):
   go for another round, or stop.
 - dragonhpc 0.12.3 (pinned): the DDict API of the study's 0.12.1 with its fixes. From 0.13 on, the DDict's
   orchestrator runs its managers in a ProcessGroup whose exception-queue monitor thread polls a queue whose
-  poll(timeout) returns at once: it spins one CPU for the whole run (measured here on an idle DDict: 0.13.2,
-  0.14.2, 0.15.0 burn 25-80 % of a core, 0.11.1, 0.12.1, 0.12.3 under 1 %), which on 2 cores slows every
-  operation several-fold. 0.14.2 also fails to import without numpy.
+  poll(timeout) returns at once: it spins one CPU for the whole run, which on a small node slows every
+  operation (docs/kernels.md, section 7, "Why dragonhpc 0.12.3"). 0.14.2 also fails to import without numpy.
 - Records: one per round with the aggregate; each client's per-round times go to
   the meta (`clients`), with the DDict's own `stats` per manager after the last
   round (each names its manager's host), where each client ran and which Dragon

@@ -39,13 +39,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from movebench.core.timing import calibrate
+from movebench.core.timing import iterations_for_duration
 
 if TYPE_CHECKING:
     import numpy as np
 
 # numpy is imported by the data-dependent shuffle's functions only: uni, bidi and alltoall ranks move
-# bytes (core.memory.allocate_bytes) and never load it, 0.18 s of a point's fixed cost (docs/kernels.md).
+# bytes (core.memory.allocate_bytes) and never load it: its import is a large share of a point's fixed cost
+# (docs/kernels.md, section 8).
 
 PAIRED = ("uni", "bidi")
 _TAG_DATA = 100
@@ -272,7 +273,7 @@ def main(argv=None):
     if pattern != "shuffle":
         iterations = settings["iterations"]
         if iterations == "auto":
-            iterations = calibrate(stream, settings["repetition_time"])
+            iterations = iterations_for_duration(stream, settings["repetition_time"])
 
         def measure(rep, warmup):
             elapsed, nbytes, extras = stream(iterations)

@@ -241,8 +241,8 @@ def test_corrupted_point_is_marked_failed_by_the_launcher(tmp_path):
     task = make_task("bcast", point, {"seed": 2024, "fault": "corrupt-receive"}, repetitions=1, warmups=0)
     out, failed = tmp_path / "r.jsonl", tmp_path / "failed.json"
     done = subprocess.run(
-        [PYTHON, "-m", "movebench.launch", "--task", json.dumps(task.to_dict()), "--launcher", MPIEXEC, "--out", str(out),
-         "--meta", str(tmp_path / "m.json"), "--failed", str(failed)],
+        [PYTHON, "-m", "movebench.launch", "--task", json.dumps(task.to_dict()), "--launcher", MPIEXEC, "--out",
+         str(out), "--meta", str(tmp_path / "m.json"), "--failed", str(failed)],
         capture_output=True, text=True, timeout=60,
     )
     assert done.returncode == 1 and not out.exists()

@@ -38,7 +38,8 @@ def test_streaming_ranks_never_load_numpy(tmp_path, pattern, ranks, numpy_expect
         point["skew"] = 0.0
         settings.update(tuples_per_rank=1000, tuple_size=16, seed=1)
     task = {"family": "shuffle", "variant": pattern, "point": point, "settings": settings, "repetitions": 2,
-            "warmups": 1, "ranks": ranks, "nodes": 1, "out": str(tmp_path / "p.jsonl"), "meta": str(tmp_path / "p.meta.json")}
+            "warmups": 1, "ranks": ranks, "nodes": 1, "out": str(tmp_path / "p.jsonl"),
+            "meta": str(tmp_path / "p.meta.json")}
     (tmp_path / "task.json").write_text(json.dumps(task))
     result = json.loads(mpirun(ranks, "tests/mpi/stream_imports.py", tmp_path / "task.json").stdout)
     assert result["numpy_loaded"] == [numpy_expected] * ranks

@@ -11,7 +11,6 @@ from movebench.core.verdict import (
     EXACT_MAX,
     Comparison,
     compare_samples,
-    direction,
     u_null_cdf,
     verdict,
 )
@@ -148,6 +147,8 @@ def test_threshold_is_configurable():
 
 
 def test_direction_falls_back_to_the_name():
+    from movebench.compare import direction
+
     assert direction(None, "bandwidth_Bps") == "higher"
     assert direction(None, "ops_per_s") == "higher"
     assert direction(None, "elapsed_s") == "lower"
@@ -163,6 +164,8 @@ def test_direction_prefers_the_family_spec(monkeypatch):
 
     class Spec(Family):
         measures = (Measure("elapsed_s", "s", "higher"), Measure("score", "1", "lower"))
+
+    from movebench.compare import direction
 
     monkeypatch.setattr(families, "load", lambda name: Spec())
     assert direction("anything", "elapsed_s") == "higher"

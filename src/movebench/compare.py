@@ -20,7 +20,8 @@ from pathlib import Path
 import pandas as pd
 
 from movebench.core import envinfo
-from movebench.core.verdict import ALPHA, DEFAULT_THRESHOLD, MIN_REPETITIONS, compare_samples, direction, verdict
+from movebench.core.verdict import ALPHA, DEFAULT_THRESHOLD, MIN_REPETITIONS, compare_samples, verdict
+from movebench.core.verdict import direction as direction_by_name
 
 ONLY_BASE, ONLY_NEW, NOT_COMPARABLE = "only in base", "only in new", "not comparable"
 #: Every value `verdict` takes in a comparison table, worst first (the order of the HTML page).
@@ -35,6 +36,19 @@ COLUMNS = ("family", "variant", "point", "measure", "better", "threshold", "n_ba
 WORK_KEYS = ("iterations", "bytes")
 #: CPUs other processes may keep busy during a run before compare warns that it measured a busy host.
 BUSY_OTHER_CPUS = 0.25
+
+
+def direction(family: str | None, measure: str) -> str | None:
+    """Which way is better for a family's measure: as its spec declares it, else by the measure's name."""
+    declared = None
+    if family:
+        from movebench import families
+
+        try:
+            declared = getattr(families.load(family).measure.get(measure), "better", None)
+        except (ImportError, AttributeError):
+            declared = None
+    return direction_by_name(measure, declared)
 
 
 class ResultsError(Exception):

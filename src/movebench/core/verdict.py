@@ -51,15 +51,14 @@ VERDICTS = ("improved", "regressed", "unchanged", "inconclusive")
 _NAMED_DIRECTIONS = {"ops_per_s": "higher", "efficiency": "higher", "imbalance": "lower", "retries": "lower"}
 
 
-def direction(family: str | None, measure: str) -> str | None:
-    """"higher" or "lower" (which way is better) for a family's measure; None when unknown.
+def direction(measure: str, declared: str | None = None) -> str | None:
+    """"higher" or "lower" (which way is better) for a measure; None when unknown.
 
-    The family spec's `measures[measure].better` decides when the spec declares it; otherwise
-    the name does: `*_Bps`, `*_per_s` higher; `*_s`, `*_bytes` lower.
+    `declared` (a family spec's `measures[measure].better`, looked up by the caller) decides when given;
+    otherwise the name does: `*_Bps`, `*_per_s` higher; `*_s`, `*_bytes` lower.
     """
-    spec_better = _spec_direction(family, measure)
-    if spec_better is not None:
-        return spec_better
+    if declared in ("higher", "lower"):
+        return declared
     if measure in _NAMED_DIRECTIONS:
         return _NAMED_DIRECTIONS[measure]
     if measure.endswith(("_Bps", "_per_s")):
@@ -67,19 +66,6 @@ def direction(family: str | None, measure: str) -> str | None:
     if measure.endswith(("_s", "_bytes")):
         return "lower"
     return None
-
-
-def _spec_direction(family: str | None, measure: str) -> str | None:
-    if not family:
-        return None
-    try:
-        from movebench import families
-
-        declared = families.load(family).measure.get(measure)
-    except (ImportError, AttributeError, ModuleNotFoundError):
-        return None
-    better = getattr(declared, "better", None)
-    return better if better in ("higher", "lower") else None
 
 
 @functools.lru_cache(maxsize=512)

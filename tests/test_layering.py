@@ -1,0 +1,140 @@
+"""The package's imports point one way: core at the bottom, the family contract, the families, the engine, the
+presentation, the entry points on top (docs/architecture.md, "Layers"). Every import counts, deferred ones too."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+PACKAGE = SRC / "movebench"
+
+#: bottom to top; a module may import its own layer and those below. The first matching prefix wins.
+LAYERS = [
+    ("core", ["movebench.core", "movebench.services", "movebench.resources", "movebench.snakelog"]),
+    ("contract", ["movebench.spec", "movebench.reportkit"]),
+    ("families", ["movebench.families"]),
+    ("engine", ["movebench.config", "movebench.plan", "movebench.launchers", "movebench.launch",
+                "movebench.aggregate", "movebench.admission", "movebench.machine", "movebench.cluster"]),
+    ("presentation", ["movebench.bounds", "movebench.compare", "movebench.references", "movebench.findings",
+                      "movebench.report_verdicts", "movebench.report", "movebench.verdict_commands"]),
+    ("entry", ["movebench.campaign", "movebench.cli", "movebench.__main__"]),
+]
+#: the registry of families (`movebench.families/__init__.py`) is part of the contract: families load through it
+REGISTRY = "movebench.families"
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def layer_of(module: str) -> int:
+    if module == REGISTRY:
+        return 1
+    if module == "movebench":
+        return 0
+    for index, (_, prefixes) in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return index
+    raise AssertionError(f"{module} belongs to no layer: add it to tests/test_layering.py and docs/architecture.md")
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every movebench module `path` imports, at the top or inside a function; `from a import b` counts as a.b
+    where a.b is a module."""
+    tree = ast.parse(path.read_text())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                candidate = f"{node.module}.{alias.name}"
+                found.add(candidate if _is_module(candidate) else node.module)
+    return {name for name in found if name == "movebench" or name.startswith(("movebench.", "movebench_"))}
+
+
+def _is_module(name: str) -> bool:
+    base = SRC.joinpath(*name.split("."))
+    return base.with_suffix(".py").exists() or (base / "__init__.py").exists()
+
+
+def graph() -> dict[str, set[str]]:
+    return {module_name(p): imports_of(p) for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def family_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "families" else None
+
+
+def test_every_module_has_a_layer():
+    for module in graph():
+        layer_of(module)
+
+
+def test_no_import_points_up():
+    upward = []
+    for module, targets in graph().items():
+        for target in targets:
+            if target.startswith("movebench_"):
+                upward.append(f"{module} -> {target} (the test cluster's package: no campaign imports it)")
+            elif layer_of(target) > layer_of(module):
+                upward.append(f"{module} ({LAYERS[layer_of(module)][0]}) -> {target} ({LAYERS[layer_of(target)][0]})")
+    assert upward == []
+
+
+def test_a_family_imports_no_other_family():
+    crossing = [f"{m} -> {t}" for m, targets in graph().items() for t in targets
+                if family_of(m) and family_of(t) and family_of(m) != family_of(t)]
+    assert crossing == []
+
+
+def test_the_import_graph_has_no_cycle():
+    edges = graph()
+    # a package's __init__ and its own modules are one unit for Python's import machinery; leave those edges out
+    edges = {m: {t for t in ts if t in edges and not t.startswith(m + ".") and not m.startswith(t + ".")}
+             for m, ts in edges.items()}
+    cycles, state, stack = [], {}, []
+
+    def visit(node):
+        state[node] = "open"
+        stack.append(node)
+        for nxt in sorted(edges[node]):
+            if state.get(nxt) == "open":
+                cycles.append(stack[stack.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = "done"
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node)
+    assert cycles == []
+
+
+def test_the_check_finds_an_upward_import(tmp_path):
+    """The layering check is not vacuous: a core module importing the report would be caught."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f():\n    from movebench import report\n    from movebench.core import stats\n")
+    assert imports_of(bad) == {"movebench.report", "movebench.core.stats"}
+    assert layer_of("movebench.report") > layer_of("movebench.core.stats")
+
+
+@pytest.mark.parametrize("module", ["movebench.config", "movebench.plan", "movebench.spec"])
+def test_validation_and_planning_load_no_tables_or_templates(module):
+    """Validating and planning a campaign needs neither pandas nor jinja2 (nor the report code)."""
+    probe = (f"import sys, {module}; print(sorted(m for m in sys.modules if m.split('.')[0] in "
+             "('pandas', 'jinja2', 'matplotlib') or m in ('movebench.report', 'movebench.compare', "
+             "'movebench.references', 'movebench.report_verdicts', 'movebench.findings')))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -120,8 +120,8 @@ class CampaignRun:
         todo: dict[str, list[dict]] = {}
         for job in workflow.dag.needrun_jobs():
             family = job.rule.name.removesuffix("_point")
-            if family in self.tasks and "point" in job.wildcards.keys():
-                todo.setdefault(family, []).append(self.tasks[family][job.wildcards.point].point)
+            if family in self.tasks and "point_path" in job.wildcards.keys():
+                todo.setdefault(family, []).append(self.tasks[family][job.wildcards.point_path].point)
         return todo
 
     def admit(self, workflow, todo: dict[str, list[dict]]) -> None:
@@ -240,9 +240,9 @@ class CampaignRun:
             try:
                 if workflow.async_run(workflow.persistence.incomplete(job)):
                     workflow.async_run(workflow.persistence.finished(job))
-                    done.append(job.wildcards.point)
+                    done.append(job.wildcards.point_path)
             except Exception as exc:  # bookkeeping only: the next run would rerun the point, nothing worse
-                print(f"movebench: could not record {family} {job.wildcards.point} as finished: {exc}",
+                print(f"movebench: could not record {family} {job.wildcards.point_path} as finished: {exc}",
                       file=sys.stderr)
         return done
 

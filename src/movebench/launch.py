@@ -224,7 +224,7 @@ def _run_point(args, signals: _Signals) -> int:
     task = args.task
     family, point = task.family, task.point
     runtime = launchers.runtime(task)
-    where = families.point_path(point)
+    point_path = families.point_path(point)
     out, meta_out, failed = Path(args.out), Path(args.meta), Path(args.failed)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp_out = out.with_name(f".{out.name}.{os.getpid()}.tmp")
@@ -236,7 +236,7 @@ def _run_point(args, signals: _Signals) -> int:
         argv = runtime.command(kernel_task, task_path, args.launcher)
         _say("movebench: " + shlex.join(argv))
         running = machine.RunningPoints()
-        running.enter({"campaign": args.campaign, "family": family, "point": where, "results": str(out.parent)})
+        running.enter({"campaign": args.campaign, "family": family, "point_path": point_path, "results": str(out.parent)})
         started = time.time()
         reason, rc, watch = None, None, None
         env = runtime.environment(task, os.environ)
@@ -290,15 +290,15 @@ def _run_point(args, signals: _Signals) -> int:
                 records.write_json(meta_out, meta)
             os.replace(tmp_out, out)
             failed.unlink(missing_ok=True)
-            _say(f"movebench: {family} {where}: {len(recs)} records in {ended - started:.1f} s")
+            _say(f"movebench: {family} {point_path}: {len(recs)} records in {ended - started:.1f} s")
             return 0
         with _writing(failed):
             records.write_json(failed, {
-                "family": family, "point": where, **point, "ok": False, "error": reason,
+                "family": family, "point_path": point_path, **point, "ok": False, "error": reason,
                 "returncode": rc, "start": started, "end": ended, "command": shlex.join(argv),
                 "log_tail": list(run.tail) if run else [], "config_hash": args.config_hash, "records": recs,
                 "overlapped_with": overlapped, "shm_segments_removed": leftovers})
-        _say(f"movebench: {family} {where} FAILED: {reason}", sys.stderr)
+        _say(f"movebench: {family} {point_path} FAILED: {reason}", sys.stderr)
         return 1
     finally:
         for leftover in (tmp_out, tmp_meta, task_path):

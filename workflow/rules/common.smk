@@ -23,7 +23,7 @@ os.environ.update(campaign.job_environment(config))
 
 
 wildcard_constraints:
-    point=r"[^/~]+~[^/]+(/[^/~]+~[^/]+)*",
+    point_path=r"[^/~]+~[^/]+(/[^/~]+~[^/]+)*",
 
 
 def point_outputs(family, ext=".jsonl"):
@@ -37,8 +37,8 @@ def kernel_sources(family):
 
 def point_params(family):
     return {
-        "task": lambda w: json.dumps(campaign.task_of(TASKS, family, w.point).to_dict()),
-        "failed": lambda w: f"{FAILED}/{family}/{w.point}.json",
+        "task": lambda w: json.dumps(campaign.task_of(TASKS, family, w.point_path).to_dict()),
+        "failed": lambda w: f"{FAILED}/{family}/{w.point_path}.json",
         "timeout": CAMPAIGN["timeout"],
         # The profile picks the MPI launcher with default-resources mpi=...; plain runs use mpiexec.
         "launcher": lambda w, resources: getattr(resources, "mpi", "mpiexec"),
@@ -51,7 +51,7 @@ def point_resources(family):
 
     def resource(key):
         return lambda w: fam.resources(
-            campaign.task_of(TASKS, family, w.point).point, section
+            campaign.task_of(TASKS, family, w.point_path).point, section
         )[key]
 
     return {

@@ -9,10 +9,10 @@ for family in GRID:
         input:
             kernel_sources(family),
         output:
-            records=f"{RAW}/{family}/{{point}}.jsonl",
-            meta=f"{RAW}/{family}/{{point}}.meta.json",
+            records=f"{RAW}/{family}/{{point_path}}.jsonl",
+            meta=f"{RAW}/{family}/{{point_path}}.meta.json",
         log:
-            f"{LOGS}/{family}/{{point}}.log",
+            f"{LOGS}/{family}/{{point_path}}.log",
         group:
             family
         conda:

@@ -236,7 +236,8 @@ def _run_point(args, signals: _Signals) -> int:
         argv = runtime.command(kernel_task, task_path, args.launcher)
         _say("movebench: " + shlex.join(argv))
         running = machine.RunningPoints()
-        running.enter({"campaign": args.campaign, "family": family, "point_path": point_path, "results": str(out.parent)})
+        running.enter({"campaign": args.campaign, "family": family, "point_path": point_path,
+                       "results": str(out.parent)})
         started = time.time()
         reason, rc, watch = None, None, None
         env = runtime.environment(task, os.environ)

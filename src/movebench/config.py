@@ -45,8 +45,8 @@ FACTOR_KEYS = {
         "type": "array", "minItems": 1, "default": ["4k"], "items": {"enum": list(spec.MEMORY_MODES)},
         "description": "Pages behind the buffers the kernel times, swept like any key: 4k base pages whatever the "
                        "system's THP setting (what OSU's C buffers get), thp transparent huge pages on a 2 MiB "
-                       "boundary. Moves 1-4 MiB messages by up to 3x here (docs/kernels.md); meta records what each "
-                       "buffer got."},
+                       "boundary. Moves large messages as much as many effects measured (docs/kernels.md, section 5); "
+                       "meta records what each buffer got."},
 }
 
 

@@ -102,7 +102,7 @@ class ShmWatch:
 
     def _watch(self) -> None:
         # Often until the ranks have mapped their segment (MPI_Init), then rarely: looks cost CPU
-        # on the machine being measured (~1 ms for a 2-rank job here).
+        # on the machine being measured (docs/hardening.md, "MPICH 4 names its intranode segment").
         waits = [0.1] * 300
         while True:
             before = len(self.seen)

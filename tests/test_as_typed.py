@@ -62,7 +62,7 @@ def test_the_default_campaigns_blob_points_with_plain_snakemake(tmp_path, monkey
     monkeypatch.delenv(io_family.AZURITE_ENV, raising=False)
     config = campaign_config.validate(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()))
     blob = [path for path, task in plan.tasks(config, plan.grid(config))["io"].items()
-            if task["point"]["backend"] == "blob"]
+            if task.point["backend"] == "blob"]
     assert len(blob) >= 3
     targets = [f"results/raw/io/{path}.jsonl" for path in blob]
     proc = snakemake(tmp_path, "--profile", str(ROOT / "profiles" / "local"), *targets, timeout=900)

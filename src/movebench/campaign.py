@@ -232,7 +232,7 @@ class CampaignRun:
         done = []
         for job in list(workflow.dag.needrun_jobs()):
             family = job.rule.name.removesuffix("_point")
-            if family not in self.tasks or "point" not in job.wildcards.keys():
+            if family not in self.tasks or "point_path" not in job.wildcards.keys():
                 continue
             outputs = [Path(str(f)) for f in job.output]
             if not all(p.exists() and p.stat().st_mtime >= self.started for p in outputs):

@@ -24,16 +24,18 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from movebench import families
+from movebench import families, resources
 from movebench.compare import Results, read_results
 from movebench.core import stats
 from movebench.core.problems import ConfigError, schema_problems, show
 from movebench.core.sizes import SizeError, parse_size
+from movebench.core.tables import counted
 from movebench.core.verdict import compare_samples
 
-ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_FILE = ROOT / "config" / "references" / "published.yaml"
-SCHEMA = ROOT / "workflow" / "schemas" / "references.schema.yaml"
+#: `published`: the studies movebench reproduces (config/references/published.yaml in a checkout, else the
+#: package's copy; movebench.resources.published_references)
+DEFAULT_FILE = resources.published_references()
+SCHEMA = resources.schema("references")
 
 # unit -> (dimension, factor to the SI unit of the metric)
 UNITS = {
@@ -187,9 +189,7 @@ def check(results, references: dict | None = None) -> pd.DataFrame:
     """One row per reference and matched point (columns `COLUMNS`); `results` is a folder or `Results`."""
     results = results if isinstance(results, Results) else read_results(results)
     references = references if references is not None else load()
-    records = results.records
-    if len(records):
-        records = records[~records["warmup"].astype(bool) & records["ok"].astype(bool)]
+    records = counted(results.records)
     by_family = {fam: {p: g for p, g in part.groupby("point", sort=True)}
                  for fam, part in records.groupby("family", sort=True)} if len(records) else {}
     studies = references.get("studies") or {}

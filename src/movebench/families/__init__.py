@@ -10,8 +10,12 @@ from __future__ import annotations
 import importlib
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from movebench.spec import Family, point_path
+
+if TYPE_CHECKING:  # the annotation only: reportkit imports pandas, and the config reads this module
+    from movebench.reportkit import FamilyReport
 
 HERE = Path(__file__).resolve().parent
 
@@ -26,13 +30,13 @@ def load(name: str) -> Family:
     return importlib.import_module(f"{__name__}.{name}").FAMILY
 
 
-def report_module(name: str):
-    """The family's tables and figures (imports pandas and seaborn: aggregate and report only)."""
-    return importlib.import_module(f"{__name__}.{name}.report")
+def report(name: str) -> FamilyReport:
+    """The family's report hooks, `REPORT` of its report.py (imports pandas: aggregate and the report only)."""
+    return importlib.import_module(f"{__name__}.{name}.report").REPORT
 
 
 def folder(name: str) -> Path:
     return HERE / name
 
 
-__all__ = ["Family", "folder", "load", "names", "point_path", "report_module"]
+__all__ = ["Family", "folder", "load", "names", "point_path", "report"]

@@ -20,17 +20,19 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
 import yaml
 
 from movebench import families, resources
-from movebench.compare import Results, read_results
 from movebench.core import stats
 from movebench.core.problems import ConfigError, schema_problems, show
 from movebench.core.sizes import SizeError, parse_size
 from movebench.core.tables import counted
 from movebench.core.verdict import compare_samples
+
+if TYPE_CHECKING:  # annotations only: the config checks a references file (load) without pandas; checking imports it
+    import pandas as pd
 
 #: `published`: the studies movebench reproduces (config/references/published.yaml in a checkout, else the
 #: package's copy; movebench.resources.published_references)
@@ -158,6 +160,8 @@ def _matches(want, have) -> bool:
 
 
 def _selected(points: dict[str, pd.DataFrame], variant: str, parameters: dict) -> list[str]:
+    import pandas as pd
+
     chosen = []
     for point, group in points.items():
         if group["variant"].iloc[0] != variant:
@@ -180,6 +184,8 @@ def _swap_variant(point: str, old: str, new: str) -> str | None:
 
 
 def _values(group: pd.DataFrame, metric: str) -> list[float]:
+    import pandas as pd
+
     if metric not in group.columns:
         return []
     return pd.to_numeric(group[metric], errors="coerce").dropna().tolist()
@@ -187,6 +193,10 @@ def _values(group: pd.DataFrame, metric: str) -> list[float]:
 
 def check(results, references: dict | None = None) -> pd.DataFrame:
     """One row per reference and matched point (columns `COLUMNS`); `results` is a folder or `Results`."""
+    import pandas as pd
+
+    from movebench.compare import Results, read_results
+
     results = results if isinstance(results, Results) else read_results(results)
     references = references if references is not None else load()
     records = counted(results.records)

@@ -38,6 +38,7 @@ ROOT_DIR = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT_DIR / "src"))
 
 from movebench import admission, families  # noqa: E402
+from movebench.core.tables import counted  # noqa: E402
 from movebench.families import bcast  # noqa: E402
 from movebench.families.bcast.kernel import IN_PLACE  # noqa: E402
 from movebench.launch import run_kernel  # noqa: E402
@@ -102,10 +103,6 @@ def fit_case(kind: str, shape: tuple[int, int], density: float | None, ranks: in
 
 def median(values):
     return statistics.median(values) if values else float("nan")
-
-
-def counted(recs):
-    return [r for r in recs if not r["warmup"]]
 
 
 # --- part 1: the study's cases ---

@@ -87,6 +87,7 @@ def movebench_point(family: str, params: tuple[dict, dict], repetitions: int, wa
     """Run one movebench point (its JSON task, as a campaign runs its kernel) and return the median of `measure`."""
     sys.path.insert(0, str(ROOT / "src"))
     from movebench import families
+    from movebench.core.tables import counted
     from movebench.launch import run_kernel
 
     point, settings = params
@@ -98,7 +99,7 @@ def movebench_point(family: str, params: tuple[dict, dict], repetitions: int, wa
     bad = [r for r in recs if not r["ok"]]
     if bad:
         sys.exit(f"{family} {point}: {bad[0].get('error')}")
-    return statistics.median(r[measure] for r in recs if not r["warmup"])
+    return statistics.median(r[measure] for r in counted(recs))
 
 
 def shuffle_params(pattern: str, size: int, ranks: int = 2, thread_level: str = "multiple") -> tuple[dict, dict]:

@@ -47,6 +47,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from movebench import families  # noqa: E402
 from movebench.core.sizes import format_size, parse_size  # noqa: E402
+from movebench.core.tables import counted  # noqa: E402
 from movebench.launch import run_kernel  # noqa: E402
 
 MPIEXEC = str(Path(sys.executable).with_name("mpiexec"))
@@ -71,7 +72,7 @@ def movebench(pattern: str, size: int, reps: int, path: Path, backend="posix", e
         done, recs, _ = run_kernel(families.load("io").task(point, settings, reps, 1), tmp, MPIEXEC, 900, env())
     if done.returncode != 0:
         sys.exit(f"movebench failed:\n{done.stderr[-3000:]}")
-    return [r["bandwidth_Bps"] for r in recs if not r["warmup"]]
+    return [r["bandwidth_Bps"] for r in counted(recs)]
 
 
 def fio(pattern: str, size: int, path: Path) -> float:

@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from movebench import families  # noqa: E402
 from movebench.core.records import read_jsonl  # noqa: E402
 from movebench.core.sizes import format_size, parse_size  # noqa: E402
+from movebench.core.tables import counted  # noqa: E402
 from movebench.families.kv import keys_per_client  # noqa: E402
 from movebench.families.kv.kernel import OPERATIONS  # noqa: E402
 
@@ -45,7 +46,7 @@ def run_point(operation: str, size: int, tmp: Path) -> dict:
                           cwd=tmp)
     if proc.returncode != 0:
         raise SystemExit(f"{operation} {size}: failed\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    recs = [r for r in read_jsonl(out) if not r["warmup"]]
+    recs = counted(read_jsonl(out))
     m = json.loads(meta.read_text())
     launch = m["dragon_launch"]
     startup = launch["runtime_startup_s"] + m["ddict_create_s"] + m["clients_start_s"]

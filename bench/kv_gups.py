@@ -40,6 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 from movebench import families  # noqa: E402
+from movebench.core.tables import counted  # noqa: E402
 from movebench.families.kv import keys_per_client  # noqa: E402
 from movebench.families.kv.kernel import segment_env, shm_bytes  # noqa: E402
 from movebench.launch import run_kernel  # noqa: E402
@@ -72,9 +73,9 @@ def movebench_kv_point(operation: str, size: int, passes: int, tmp: Path, repeti
     bad = [r for r in recs if not r["ok"]]
     if bad:
         sys.exit(f"movebench kv {operation} {size}: {bad[0]['error']}")
-    counted = [r for r in recs if not r["warmup"]]
-    assert all(r["iterations"] == passes for r in counted)
-    return {"bw": statistics.median(r["bandwidth_Bps"] for r in counted), "keys": keys}
+    measured = counted(recs)
+    assert all(r["iterations"] == passes for r in measured)
+    return {"bw": statistics.median(r["bandwidth_Bps"] for r in measured), "keys": keys}
 
 
 def gups_point(operation: str, size: int, passes: int) -> dict:

@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 from movebench import families, launch  # noqa: E402
 from movebench.core.sizes import expand_sizes, format_size  # noqa: E402
+from movebench.core.tables import counted  # noqa: E402
 from movebench_testcluster import netns  # noqa: E402
 from movebench_testcluster.slurm import LocalSlurmCluster, running_cluster  # noqa: E402
 
@@ -63,7 +64,7 @@ def measure(cluster, folder: Path, pattern: str, size: int, nodes: int) -> tuple
     proc, recs, meta = launch.run_kernel(task, folder, LAUNCHER, timeout=300, env=client_env(cluster))
     if proc.returncode != 0 or not recs:
         raise SystemExit(f"{pattern} {size} B on {nodes} nodes failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    bws = [r["bandwidth_Bps"] for r in recs if not r["warmup"]]
+    bws = [r["bandwidth_Bps"] for r in counted(recs)]
     return statistics.median(bws), max(bws), meta
 
 

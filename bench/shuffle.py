@@ -24,6 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from movebench import families  # noqa: E402
+from movebench.core.tables import counted  # noqa: E402
 from movebench.launch import run_kernel  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -62,7 +63,7 @@ def run_movebench(pattern: str, size: int, tmp: Path) -> float:
     proc, recs, _ = run_kernel(families.load("shuffle").task(point, settings, 3, 1), tmp / f"{pattern}-{size}", MPIEXEC)
     if proc.returncode != 0:
         raise SystemExit(f"shuffle {pattern} {size} failed:\n{proc.stderr[-2000:]}")
-    return statistics.median(r["bandwidth_Bps"] for r in recs if not r["warmup"])
+    return statistics.median(r["bandwidth_Bps"] for r in counted(recs))
 
 
 def memcpy_bandwidth(size: int, seconds: float = 0.2) -> float:

@@ -27,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 from movebench import families  # noqa: E402
+from movebench.core.tables import counted  # noqa: E402
 from movebench.launch import run_kernel  # noqa: E402
 
 REPS, WARMUPS = 6, 1
@@ -56,7 +57,7 @@ def run(task: dict, folder: Path, env: dict) -> tuple[float, float]:
     if done.returncode != 0 or not recs or not all(r.get("ok", True) for r in recs):
         sys.exit(f"failed: {task.point}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
     timed = sum(r.get("timed_s") or r["elapsed_s"] for r in recs)
-    return statistics.median(r["bytes"] / r["elapsed_s"] for r in recs if not r["warmup"]), wall - timed
+    return statistics.median(r["bytes"] / r["elapsed_s"] for r in counted(recs)), wall - timed
 
 
 def spread(values: list[float]) -> str:

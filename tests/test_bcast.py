@@ -360,7 +360,7 @@ def test_report_sets_the_pure_transfer_beside_buffer(tmp_path):
         assert row["buffer"] == times["buffer"] and row["osu"] == times["osu"]
         assert row["buffer - osu"] == pytest.approx(times["buffer"] - times["osu"])
         assert row["buffer / osu"] == pytest.approx(times["buffer"] / times["osu"])
-    ctx = bcast_report.context(table, pd.DataFrame(), {})
+    ctx = bcast_report.REPORT.context(table, pd.DataFrame(), {})
     assert "buffer - osu" in ctx["transfer"] and "osu" not in ctx["speedups"] and "osu" in ctx["per_method"]
-    lines = [text for text, _ in bcast_report.headlines(table, pd.DataFrame())]
+    lines = [text for text, _ in bcast_report.REPORT.headlines(table, pd.DataFrame())]
     assert any(line.startswith("dense 1 float64, 2 ranks: buffer") and "the time of osu" in line for line in lines)

@@ -97,6 +97,6 @@ def test_without_fio_the_point_records_that_it_could_not_run(tmp_path):
     assert all(r["bandwidth_Bps"] is None and "fio is not installed" in r["skipped"] for r in recs)
     assert meta["fio_version"] is None
     table = pd.DataFrame([{**r, "point": "probe~fio/pattern~sfmw/ranks~2/size_per_proc~1048576"} for r in recs])
-    lines = calibration_report.headlines(table, pd.DataFrame())
+    lines = calibration_report.REPORT.headlines(table, pd.DataFrame())
     assert lines == [("probe~fio/pattern~sfmw/ranks~2/size_per_proc~1048576 not measured: " + recs[0]["skipped"],
                       "warn")]

@@ -1,5 +1,7 @@
 """Every family is one package of the same shape, and only its measuring code is heavy where it runs."""
 
+import importlib
+import json
 import subprocess
 
 import pytest
@@ -42,6 +44,32 @@ def test_the_spec_declares_axes_variant_and_measures(name):
     schema = family_schema(name)
     for axis in fam.axes:
         assert axis.key in schema["properties"], f"axis {axis.name} reads {axis.key}, which the schema lacks"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_report_is_a_family_report(name):
+    from movebench.reportkit import FamilyReport
+
+    report = families.report(name)
+    assert isinstance(report, FamilyReport)
+    assert report is importlib.import_module(f"movebench.families.{name}.report").REPORT
+
+
+#: What a family's report.py and the report kit may import from movebench: the kit, core, the spec, the family.
+REPORT_MAY_IMPORT = ("movebench.reportkit", "movebench.core", "movebench.spec", "movebench.families")
+
+
+@pytest.mark.parametrize("module", [f"movebench.families.{name}.report" for name in NAMES] + ["movebench.reportkit"])
+def test_a_report_imports_only_the_kit_core_and_the_spec(module):
+    probe = (f"import json, sys, {module}; "
+             "print(json.dumps(sorted(m for m in sys.modules if m.startswith('movebench.'))))")
+    done = subprocess.run([PYTHON, "-c", probe], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    loaded = json.loads(done.stdout)
+    assert [m for m in loaded if not m.startswith(REPORT_MAY_IMPORT)] == []
+    own = module.rsplit(".", 1)[0] if module.startswith("movebench.families.") else None
+    others = [m for m in loaded if m.startswith("movebench.families.") and not (own and m.startswith(own))]
+    assert others == []
 
 
 @pytest.mark.parametrize("name", NAMES)

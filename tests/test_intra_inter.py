@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from movebench.families.shuffle.report import derive, intra_inter, placement_labels
+from movebench.families.shuffle.report import REPORT, intra_inter, placement_labels
 
 MiB = 1 << 20
 
@@ -15,7 +15,7 @@ def rows(variant, nodes, window, bws, size=MiB, ranks=2):
 
 
 def test_efficiency_at_two_nodes_divides_by_the_bidi_peak_at_two_nodes():
-    table = derive(pd.DataFrame(rows("bidi", 1, 64, [20e9] * 3) + rows("bidi", 2, 64, [0.24e9] * 3)
+    table = REPORT.derive(pd.DataFrame(rows("bidi", 1, 64, [20e9] * 3) + rows("bidi", 2, 64, [0.24e9] * 3)
                                 + rows("uni", 1, 64, [10e9] * 3) + rows("uni", 2, 64, [0.12e9] * 3)))
     uni = table[table["variant"] == "uni"]
     assert uni[uni["nodes"] == 1]["efficiency"].tolist() == pytest.approx([0.5] * 3)
@@ -50,7 +50,7 @@ def test_thread_level_and_memory_mode_are_kept_apart():
     def at(level, mode, variant, bw):
         return [{**r, "mpi_thread_level": level, "memory_mode": mode} for r in rows(variant, 1, 64, [bw] * 3)]
 
-    table = derive(pd.DataFrame(at("single", "4k", "bidi", 8e9) + at("multiple", "4k", "bidi", 4e9)
+    table = REPORT.derive(pd.DataFrame(at("single", "4k", "bidi", 8e9) + at("multiple", "4k", "bidi", 4e9)
                                 + at("single", "4k", "uni", 4e9) + at("multiple", "4k", "uni", 4e9)
                                 + at("multiple", "thp", "bidi", 2e9) + at("multiple", "thp", "uni", 2e9)))
     uni = table[table["variant"] == "uni"].groupby(["mpi_thread_level", "memory_mode"])["efficiency"].first()

@@ -269,7 +269,7 @@ def test_report_section_tables_match_the_medians(tmp_path):
                 records.write_jsonl(path, recs)
                 paths.append(path)
     table = aggregate.load("io", paths)
-    ctx = io_report.context(table, aggregate.summarize("io", table), {})
+    ctx = io_report.REPORT.context(table, aggregate.summarize("io", table), {})
     assert [pattern for pattern, _ in ctx["tables"]] == ["sfsw", "mfmw"]
     sfsw = ctx["tables"][0][1]
     # Median latency 0.03 s = 30 ms; bandwidth median of 2 MiB / {0.01..0.05} s = 2 MiB / 0.03 s = 66.7 MiB/s.

@@ -203,7 +203,7 @@ def test_report_keeps_data_formats_apart_and_old_records_read_as_bytes(tmp_path)
     assert table.groupby("point")["data_format"].first().to_dict() == {
         families.point_path({"operation": op, **case, "data_format": fmt}): fmt for op, fmt in rates}
     summary = aggregate.summarize("kv", table)
-    lines = [text for text, _ in report.headlines(table, summary)]
+    lines = [text for text, _ in report.REPORT.headlines(table, summary)]
     assert len(lines) == 1 and lines[0].startswith("batch_put / put")
     parts = lines[0].split("; ")
     assert "bytes data): 2" in parts[0] and "numpy data): 3" in parts[1]

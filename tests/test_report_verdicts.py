@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from movebench import aggregate, bounds, config, families, findings, report, report_verdicts
+from movebench import aggregate, bounds, config, families, findings, report, report_verdicts, reportkit
 from movebench import campaign as campaign_run
 from movebench.core import units
 
@@ -90,7 +90,7 @@ def test_a_unit_that_suits_the_values():
 
 def test_html_tables_name_the_unit_and_keep_three_digits():
     frame = pd.DataFrame({"case": ["a", "b"], "time": [0.0012345, 0.0023456], "bandwidth": [1.5e9, 2.25e9]})
-    html = report.html_table(frame, units={"time": "s", "bandwidth": "B/s"})
+    html = reportkit.html_table(frame, units={"time": "s", "bandwidth": "B/s"})
     assert "time (ms)" in html and "bandwidth (GB/s)" in html
     assert ">1.23<" in html and ">2.35<" in html and ">1.50<" in html and ">2.25<" in html
     assert "e-0" not in html and "e+0" not in html
@@ -121,9 +121,9 @@ def test_resolve_picks_exact_then_at_least_then_nearest():
 
 
 def test_copiers_are_capped_at_the_nodes_cpus():
-    assert bounds.copiers(3, {"cpu_count": 2}) == 2
-    assert bounds.copiers(2, {"cpu_count": 16}) == 2
-    assert bounds.copiers(4, {}) == 4
+    assert reportkit.copiers(3, {"cpu_count": 2}) == 2
+    assert reportkit.copiers(2, {"cpu_count": 16}) == 2
+    assert reportkit.copiers(4, {}) == 4
 
 
 def test_a_point_above_its_bound_gets_a_visible_warning(tmp_path):

@@ -102,7 +102,7 @@ def test_a_hint_in_the_spec_reruns_tables_and_report_only(copy):
 def test_a_template_edit_reruns_the_report_only(copy):
     repo, _, run = copy
     edit(repo / "src/movebench/families/bcast/report.html.j2")
-    edit(repo / "report/report.html.j2")
+    edit(repo / "src/movebench/templates/report.html.j2")
     assert planned(run) == {"report": 1, "all": 1}
     run()
 

@@ -16,6 +16,7 @@ import pandas as pd
 
 from movebench import families
 from movebench.core import records, stats
+from movebench.core.tables import counted
 
 #: Why a point stopped measuring (core.adaptive): the same in every record of a point, kept per point in the summary.
 STOP_COLUMNS = ("stop_reason", "ci_half_width_rel", "repetitions_run")
@@ -52,8 +53,7 @@ def tidy(family: str, table: pd.DataFrame) -> pd.DataFrame:
     # Records written before their family gained an axis ran at the axis's implicit default (their path says so).
     for key, value in families.load(family).implicit.items():
         table[key] = table[key].fillna(value) if key in table else value
-    derive = getattr(families.report_module(family), "derive", None)
-    return derive(table) if derive else table
+    return families.report(family).derive(table)
 
 
 def summarize(family: str, table: pd.DataFrame) -> pd.DataFrame:
@@ -61,9 +61,8 @@ def summarize(family: str, table: pd.DataFrame) -> pd.DataFrame:
     point stopped measuring (STOP_COLUMNS; ci_half_width_rel is that of elapsed_s, the value the rule watched)."""
     fam = families.load(family)
     measures = [m.name for m in fam.measures if m.summarize and m.name in table.columns]
-    counted = table[~table["warmup"] & table["ok"]]
     rows = []
-    for point, group in counted.groupby("point", sort=True):
+    for point, group in counted(table).groupby("point", sort=True):
         first = group.iloc[0]
         ident = {"family": family, "variant": first["variant"], "point": point}
         ident.update({k: first[k] for k in fam.point_keys if k in group.columns})

@@ -1,8 +1,8 @@
 """Upper bounds of bandwidths, measured in the same campaign, and each point's share of its bound.
 
-A family's report module may *provide* bounds, `provide_bounds(summary, points) -> list[dict]`
-(calibration: memcpy and fio; shuffle: the best bidirectional stream between nodes), and *ask*
-for one per bandwidth point, `bound_request(row, meta) -> dict | None` (`row`: the point's
+A family's report (`movebench.reportkit.FamilyReport`) may *provide* bounds, `provide_bounds(summary,
+points) -> list[dict]` (calibration: memcpy and fio; shuffle: the best bidirectional stream between
+nodes), and *ask* for one per bandwidth point, `bound_request(row, meta) -> dict | None` (`row`: the point's
 bandwidth summary row, `meta`: its row of the points table). A request names a kind and how to
 pick among the provided rows of that kind:
 
@@ -32,24 +32,13 @@ from movebench import families
 COLUMNS = ("bound_Bps", "bound", "bound_note", "pct_of_bound")
 
 
-def copiers(processes: int, meta: dict | None) -> int:
-    """Processes of a point that can copy at once on one node: at most its CPUs."""
-    cpus = (meta or {}).get("cpu_count")
-    try:
-        cpus = int(cpus)
-    except (TypeError, ValueError):
-        return int(processes)
-    return max(1, min(int(processes), cpus))
-
-
 def provided(sections: dict) -> pd.DataFrame:
     """Every bound the campaign's families provide, one row each (`kind`, its keys, `bound_Bps`, `label`)."""
     rows = []
     for name, section in sections.items():
-        provide = getattr(families.report_module(name), "provide_bounds", None)
-        if provide is None or section["summary"].empty:
+        if section["summary"].empty:
             continue
-        rows += provide(section["summary"], section["points_table"])
+        rows += families.report(name).provide_bounds(section["summary"], section["points_table"])
     return pd.DataFrame(rows)
 
 
@@ -91,9 +80,9 @@ def attach(name: str, summary: pd.DataFrame, points: pd.DataFrame, bounds: pd.Da
     summary = summary.copy()
     for column in COLUMNS:
         summary[column] = None
-    request_of = getattr(families.report_module(name), "bound_request", None)
-    if request_of is None or summary.empty:
+    if summary.empty:
         return summary
+    request_of = families.report(name).bound_request
     metas = {r["point"]: r for r in points.to_dict("records")} if len(points) else {}
     for index, row in summary[summary["measure"] == "bandwidth_Bps"].iterrows():
         request = request_of(row, metas.get(row["point"], {}))

@@ -19,7 +19,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from movebench import resources
 from movebench.core import envinfo
+from movebench.core.tables import counted
 from movebench.core.verdict import ALPHA, DEFAULT_THRESHOLD, MIN_REPETITIONS, compare_samples, verdict
 from movebench.core.verdict import direction as direction_by_name
 
@@ -316,12 +318,6 @@ def load_warnings(base: Results, new: Results) -> list[str]:
     return lines
 
 
-def _counted(records: pd.DataFrame) -> pd.DataFrame:
-    if records.empty:
-        return records
-    return records[~records["warmup"].astype(bool) & records["ok"].astype(bool)]
-
-
 def _values(group: pd.DataFrame | None, measure: str) -> list[float]:
     if group is None or measure not in group.columns:
         return []
@@ -401,8 +397,7 @@ def compare(base, new, thresholds: dict | None = None, allow_different: bool = F
     ignoring = dict(match_ignoring or {})
     sides, originals, left_out = {}, {}, {}
     for name, res in (("base", base), ("new", new)):
-        counted = _counted(res.records)
-        groups = {key: group for key, group in counted.groupby(["family", "point"], sort=False)}
+        groups = {key: group for key, group in counted(res.records).groupby(["family", "point"], sort=False)}
         # a point whose every repetition failed is still present (with no measured values), not absent
         for key in res.records[["family", "point"]].drop_duplicates().itertuples(index=False):
             groups.setdefault(tuple(key), res.records.iloc[0:0])
@@ -549,9 +544,7 @@ def _render(template: str, frame, base_label, new_label, thresholds, allow_diffe
     import jinja2
     import markupsafe
 
-    from movebench.report import TEMPLATES
-
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(resources.templates())),
                              autoescape=jinja2.select_autoescape(["html", "j2"]), undefined=jinja2.StrictUndefined)
     order = {v: i for i, v in enumerate(VERDICT_ORDER)}
     shown = frame.assign(_o=frame["verdict"].map(order)).sort_values(["_o", "family", "point", "measure"])

@@ -8,7 +8,8 @@ them in that order of levels, worst first.
 
 from __future__ import annotations
 
-from movebench import compare, families
+from movebench import bounds, compare, families
+from movebench.core.units import sig
 
 LEVELS = ("bad", "warn", "info")
 
@@ -49,9 +50,6 @@ def _limited(name: str, section: dict) -> list[dict]:
 
 
 def _above_bound(name: str, summary) -> list[dict]:
-    from movebench import bounds
-    from movebench.core.units import sig
-
     above = bounds.above(summary)
     if above.empty:
         return []
@@ -112,7 +110,6 @@ def build(sections: dict, comparison: dict | None, published: dict) -> list[dict
     for name, section in sections.items():
         if section["summary"].empty:
             continue
-        headlines = getattr(families.report_module(name), "headlines", None)
-        for text, level in (headlines(section["table"], section["summary"]) if headlines else []):
+        for text, level in families.report(name).headlines(section["table"], section["summary"]):
             items.append({"level": level, "link": f"#{name}", "text": f"{name}: {text}"})
     return sorted(items, key=lambda item: LEVELS.index(item["level"]))

@@ -20,20 +20,24 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
 import yaml
 
-from movebench import families
-from movebench.compare import Results, read_results
+from movebench import families, resources
 from movebench.core import stats
 from movebench.core.problems import ConfigError, schema_problems, show
 from movebench.core.sizes import SizeError, parse_size
+from movebench.core.tables import counted
 from movebench.core.verdict import compare_samples
 
-ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_FILE = ROOT / "config" / "references" / "published.yaml"
-SCHEMA = ROOT / "workflow" / "schemas" / "references.schema.yaml"
+if TYPE_CHECKING:  # annotations only: the config checks a references file (load) without pandas; checking imports it
+    import pandas as pd
+
+#: `published`: the studies movebench reproduces (config/references/published.yaml in a checkout, else the
+#: package's copy; movebench.resources.published_references)
+DEFAULT_FILE = resources.published_references()
+SCHEMA = resources.schema("references")
 
 # unit -> (dimension, factor to the SI unit of the metric)
 UNITS = {
@@ -156,6 +160,8 @@ def _matches(want, have) -> bool:
 
 
 def _selected(points: dict[str, pd.DataFrame], variant: str, parameters: dict) -> list[str]:
+    import pandas as pd
+
     chosen = []
     for point, group in points.items():
         if group["variant"].iloc[0] != variant:
@@ -178,6 +184,8 @@ def _swap_variant(point: str, old: str, new: str) -> str | None:
 
 
 def _values(group: pd.DataFrame, metric: str) -> list[float]:
+    import pandas as pd
+
     if metric not in group.columns:
         return []
     return pd.to_numeric(group[metric], errors="coerce").dropna().tolist()
@@ -185,11 +193,13 @@ def _values(group: pd.DataFrame, metric: str) -> list[float]:
 
 def check(results, references: dict | None = None) -> pd.DataFrame:
     """One row per reference and matched point (columns `COLUMNS`); `results` is a folder or `Results`."""
+    import pandas as pd
+
+    from movebench.compare import Results, read_results
+
     results = results if isinstance(results, Results) else read_results(results)
     references = references if references is not None else load()
-    records = results.records
-    if len(records):
-        records = records[~records["warmup"].astype(bool) & records["ok"].astype(bool)]
+    records = counted(results.records)
     by_family = {fam: {p: g for p, g in part.groupby("point", sort=True)}
                  for fam, part in records.groupby("family", sort=True)} if len(records) else {}
     studies = references.get("studies") or {}

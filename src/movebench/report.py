@@ -2,153 +2,31 @@
 
 Everything is inline (plots as PNG data URIs, CSS in the page), so the file can be mailed or
 archived alone. Each family's section comes from its template (`families/<name>/report.html.j2`)
-and the context its `report.py` builds; the engine adds the per-point summary, the failed and
-missing points, and where every number came from (the raw records file and its meta). The report
+and the context its `FamilyReport` builds (`movebench.reportkit`, the kit families write it with);
+the page's own templates are package data (`movebench/templates/`, found by `movebench.resources`).
+The engine adds the per-point summary, the failed and missing points, and where every number came
+from (the raw records file and its meta). The report
 reads the tables `aggregate` wrote and nothing else; after a failed run `render_partial` builds
 `report.partial.html` from the raw records instead.
 """
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import html
-import io
 import json
 from pathlib import Path
 
 import jinja2
 import pandas as pd
 
-from movebench import aggregate, families
+from movebench import aggregate, bounds, families, findings, report_verdicts, resources
 from movebench.core import records
 from movebench.core import units as units_
-from movebench.core.sizes import expand_sizes, format_size
+from movebench.core.sizes import expand_sizes
+from movebench.reportkit import key_cell, median_of
 
-TEMPLATES = Path(__file__).resolve().parents[2] / "report"
 PARTIAL = "report.partial.html"
-
-
-# --- helpers for the families' sections ---
-
-
-def figure_uri(fig) -> str:
-    """A matplotlib figure as a PNG data URI; the figure is closed."""
-    import matplotlib.pyplot as plt
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
-
-
-#: `html_table`'s unit for byte counts that name a point (a message or value size): shown as 4KiB, 1MiB.
-SIZE = "size"
-
-
-def html_table(frame: pd.DataFrame, float_format=None, classes="data", units: dict | None = None) -> str:
-    """A DataFrame as an HTML table: three significant digits, no exponents.
-
-    `units` maps a column of SI values to its unit ("B/s", "s", "B", or a display unit such as
-    "MiB/s"): the column is shown in the unit that suits its values, named in its header
-    ("bandwidth (GB/s)"); `SIZE` shows byte counts as sizes (4KiB). The tables on disk keep the
-    SI values.
-    """
-    frame = frame.copy()
-    renames = {}
-    for column, unit in (units or {}).items():
-        if column not in frame:
-            continue
-        if unit == SIZE:
-            frame[column] = [_key_cell(v, size=True) for v in frame[column]]
-            continue
-        values = pd.to_numeric(frame[column], errors="coerce")
-        label, factor = units_.choose(unit, values.dropna().tolist())
-        frame[column] = values / factor
-        renames[column] = f"{column} ({label})" if label not in ("1", "") else column
-
-    def fmt(v):
-        if pd.isna(v):
-            return ""
-        return float_format.format(v) if float_format else units_.sig(v)
-
-    formatters = {c: fmt for c in frame.columns if pd.api.types.is_float_dtype(frame[c])}
-    frame = frame.rename(columns=renames)
-    formatters = {renames.get(c, c): f for c, f in formatters.items()}
-    return frame.to_html(index=False, classes=classes, border=0, formatters=formatters, na_rep="", escape=True)
-
-
-def plotting():
-    """seaborn and pyplot with the non-interactive backend, themed once."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    sns.set_theme(context="notebook", style="whitegrid")
-    return sns, plt
-
-
-def median_of(summary: pd.DataFrame, measure: str) -> pd.DataFrame:
-    """The summary rows of one measure, with `median`, `ci_low`, `ci_high` as columns."""
-    if summary.empty or "measure" not in summary:
-        return pd.DataFrame()
-    return summary[summary["measure"] == measure].copy()
-
-
-BOUND_STYLE = {"ls": "--", "color": "black", "lw": 1.1, "marker": "_", "markersize": 10}
-
-
-def bound_line(ax, data: pd.DataFrame, x: str, scale: float = 1e9, label: str = "upper bound") -> bool:
-    """The upper bound of the points in `data` (bandwidth summary rows with `bound_Bps`, see movebench.bounds)
-    drawn on `ax` against `x` as a dashed black line, in the plot's unit (`scale` bytes/s per unit)."""
-    if "bound_Bps" not in data:
-        return False
-    part = data.dropna(subset=["bound_Bps"])
-    if part.empty:
-        return False
-    line = part.groupby(x)["bound_Bps"].max().sort_index()
-    (handle,) = ax.plot(line.index, line.to_numpy() / scale, label=label, **BOUND_STYLE)
-    ax.legend(handles=[handle], loc="lower right", fontsize="small", frameon=True)
-    return True
-
-
-def varying(frame: pd.DataFrame, keys) -> list[str]:
-    """Those of `keys` whose column holds more than one value: what a figure or label must name."""
-    return [k for k in keys if k in frame and frame[k].nunique() > 1]
-
-
-def counted(table: pd.DataFrame) -> pd.DataFrame:
-    """The measured repetitions: warm-ups and failed repetitions left out."""
-    if table.empty:
-        return table
-    return table[~table["warmup"].astype(bool) & table["ok"].astype(bool)]
-
-
-def ratio(table: pd.DataFrame, numerator: str, denominator: str, measure: str):
-    """The Hodges-Lehmann ratio numerator / denominator of two points' repetitions of `measure`, with its 95% CI
-    (`movebench.core.verdict.Comparison`), or None when a side has no value."""
-    from movebench.core.verdict import compare_samples
-
-    rows = counted(table)
-    top = pd.to_numeric(rows.loc[rows["point"] == numerator, measure], errors="coerce").dropna().tolist()
-    bottom = pd.to_numeric(rows.loc[rows["point"] == denominator, measure], errors="coerce").dropna().tolist()
-    if not top or not bottom:
-        return None
-    return compare_samples(bottom, top)
-
-
-def ratio_text(result) -> str:
-    """"2.10x [1.90, 2.31]": a ratio with its 95% CI."""
-    return f"{units_.sig(result.ratio)}x [{units_.sig(result.ci_low)}, {units_.sig(result.ci_high)}]"
-
-
-def median_text(row, unit: str) -> str:
-    """A summary row's median with its 95% CI, in the unit that suits the median: "9.12 GB/s [8.80, 9.31]"."""
-    label, factor = units_.choose(unit, [row["median"]])
-    return (f"{units_.sig(row['median'] / factor)} {label} [{units_.sig(row['ci_low'] / factor)}, "
-            f"{units_.sig(row['ci_high'] / factor)}]")
 
 
 # --- collecting what a report shows ---
@@ -303,7 +181,7 @@ def summary_table(name: str, section: dict) -> dict | None:
     points = list(first.index)
     columns = [*keys, "n"]
     sizes = {axis.name for axis in fam.axes if axis.expand is expand_sizes}
-    cells = {p: [_key_cell(first.at[p, k], k in sizes) for k in keys] + [str(int(first.at[p, "n"]))]
+    cells = {p: [key_cell(first.at[p, k], k in sizes) for k in keys] + [str(int(first.at[p, "n"]))]
              for p in points}
     for measure in (m for m in fam.measures if m.summarize):
         part = median_of(summary, measure.name)
@@ -344,21 +222,8 @@ def summary_table(name: str, section: dict) -> dict | None:
     return {"columns": columns, "rows": rows, "above": len(above), "bounds": with_bounds}
 
 
-def _key_cell(value, size: bool = False) -> str:
-    value = value.item() if hasattr(value, "item") else value  # numpy scalars from the summary
-    if isinstance(value, float):
-        if pd.isna(value):
-            return ""
-        if not value.is_integer():
-            return f"{value:g}"
-        value = int(value)
-    if size and isinstance(value, int):
-        return format_size(value)
-    return str(value)
-
-
 def _environment() -> jinja2.Environment:
-    loader = jinja2.ChoiceLoader([jinja2.FileSystemLoader(str(TEMPLATES)),
+    loader = jinja2.ChoiceLoader([jinja2.FileSystemLoader(str(resources.templates())),
                                   jinja2.PrefixLoader({name: jinja2.FileSystemLoader(str(families.folder(name)))
                                                        for name in families.names()})])
     env = jinja2.Environment(loader=loader, autoescape=jinja2.select_autoescape(["html", "j2"]),
@@ -368,8 +233,6 @@ def _environment() -> jinja2.Environment:
 
 
 def render_html(config: dict, sections: dict, partial: bool = False) -> str:
-    from movebench import bounds, findings, report_verdicts
-
     env = _environment()
     provided = bounds.provided(sections)
     for name, section in sections.items():
@@ -379,7 +242,7 @@ def render_html(config: dict, sections: dict, partial: bool = False) -> str:
     published = report_verdicts.by_family(report_verdicts.published(config, results))
     family_html = {}
     for name, section in sections.items():
-        ctx = families.report_module(name).context(section["table"], section["summary"], config["campaign"]) \
+        ctx = families.report(name).context(section["table"], section["summary"], config["campaign"]) \
             if not section["summary"].empty else {}
         body = env.get_template(f"{name}/report.html.j2").render(ctx=ctx, section=section) if ctx else ""
         family_html[name] = {

@@ -11,10 +11,14 @@ from __future__ import annotations
 import functools
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
+from movebench import families, references
 
-from movebench import compare, families, references
+if TYPE_CHECKING:  # annotations only: `config_problems` runs at config time, without pandas
+    import pandas as pd
+
+    from movebench import compare
 
 PUBLISHED = "published"
 
@@ -47,6 +51,8 @@ def noise_folders(campaign: dict) -> list[Path]:
 def inputs(config: dict) -> dict[str, list[str]]:
     """The report rule's inputs beyond this campaign's tables: the compared campaign's tables (and the A/A pair's
     of compare_noise_from), the references."""
+    from movebench import compare
+
     campaign = config["campaign"]
     folder, refs = compare_folder(campaign), references_file(campaign)
     compared = [str(p) for p in compare.table_files(folder)] if folder else []
@@ -148,6 +154,8 @@ def _threshold_problems(given: dict) -> list:
 
 def results_of(config: dict, sections: dict) -> compare.Results:
     """This campaign's `Results` from the tables the report already read."""
+    from movebench import compare
+
     return compare.results_from_tables(config["campaign"]["results_dir"],
                                        {name: s["table"] for name, s in sections.items()},
                                        {name: s["points_table"] for name, s in sections.items()})
@@ -158,6 +166,8 @@ def results_of(config: dict, sections: dict) -> compare.Results:
 
 def comparison(config: dict, results: compare.Results) -> dict | None:
     """The comparison with campaign.compare_to: its table, verdict counts, summary lines and the section's HTML."""
+    from movebench import compare
+
     campaign = config["campaign"]
     folder = compare_folder(campaign)
     if folder is None:

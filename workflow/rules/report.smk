@@ -12,18 +12,21 @@ rule report:
         points=expand(f"{TABLES}/{{family}}_points.csv", family=GRID),
         compare_to=VERDICT_INPUTS["compare_to"],
         references=VERDICT_INPUTS["references"],
-        templates=[str(p) for p in Path(workflow.basedir, "report").glob("*.j2")]
+        templates=[str(p) for p in Path(PACKAGE, "templates").glob("*.j2")]
         + [str(families.folder(f) / "report.html.j2") for f in GRID],
         code=[
             str(PACKAGE / name)
             for name in (
                 "report.py",
+                "reportkit.py",
+                "resources.py",
                 "bounds.py",
                 "findings.py",
                 "report_verdicts.py",
                 "compare.py",
                 "references.py",
                 "core/units.py",
+                "core/tables.py",
             )
         ]
         + [str(families.folder(f) / "report.py") for f in GRID],

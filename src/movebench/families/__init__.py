@@ -13,9 +13,13 @@ import importlib
 import os
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from movebench.spec import Family
 from movebench.spec import point_path as _point_path
+
+if TYPE_CHECKING:  # the annotation only: reportkit imports pandas, and the config reads this module
+    from movebench.reportkit import FamilyReport
 
 HERE = Path(__file__).resolve().parent
 #: where more families live: folders of family folders, e.g. a site's own or a test's
@@ -38,9 +42,9 @@ def load(name: str) -> Family:
     return importlib.import_module(f"{__name__}.{name}").FAMILY
 
 
-def report_module(name: str):
-    """The family's tables and figures (imports pandas and seaborn: aggregate and report only)."""
-    return importlib.import_module(f"{__name__}.{name}.report")
+def report(name: str) -> FamilyReport:
+    """The family's report hooks, `REPORT` of its report.py (imports pandas: aggregate and the report only)."""
+    return importlib.import_module(f"{__name__}.{name}.report").REPORT
 
 
 def folder(name: str) -> Path:
@@ -66,4 +70,4 @@ def point_path(point: dict) -> str:
     return _point_path(point, implicit_values())
 
 
-__all__ = ["Family", "folder", "implicit_values", "load", "names", "point_path", "report_module"]
+__all__ = ["Family", "folder", "implicit_values", "load", "names", "point_path", "report"]

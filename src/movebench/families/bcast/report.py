@@ -3,10 +3,19 @@ buffer, memory per method."""
 
 from __future__ import annotations
 
-from movebench import report
-from movebench.bounds import copiers
 from movebench.core import stats, units
 from movebench.families.bcast import FAMILY
+from movebench.reportkit import (
+    FamilyReport,
+    copiers,
+    counted,
+    figure_uri,
+    html_table,
+    median_of,
+    plotting,
+    ratio,
+    ratio_text,
+)
 
 METHODS = ("pickle", "buffer", "pkl5", "p2p", "rma", "osu")
 # The study's methods, timed alike (one broadcast, slowest rank, from a barrier); osu is timed as osu_bcast
@@ -25,9 +34,9 @@ def method_medians(table):
     table = table.assign(density=table["density"] if "density" in table else float("nan"),
                          memory_mode=table["memory_mode"] if "memory_mode" in table else "4k",
                          mpi_thread_level=table["mpi_thread_level"] if "mpi_thread_level" in table else "multiple")
-    counted = table[~table["warmup"] & table["ok"]]
+    measured = counted(table)
     medians = (
-        counted.groupby(CASE + ["method"], dropna=False, sort=True)
+        measured.groupby(CASE + ["method"], dropna=False, sort=True)
         .agg(
             n=("elapsed_s", "size"),
             point=("point", "first"),
@@ -41,7 +50,7 @@ def method_medians(table):
         )
         .reset_index()
     )
-    intervals = counted.groupby(CASE + ["method"], dropna=False)["elapsed_s"].apply(
+    intervals = measured.groupby(CASE + ["method"], dropna=False)["elapsed_s"].apply(
         lambda times: pd.Series(stats.summarize(times.tolist()))[["ci_low", "ci_high"]]
     )
     medians = medians.merge(intervals.unstack().reset_index(), on=CASE + ["method"], how="left")
@@ -137,66 +146,8 @@ def crossover_rows(medians) -> list[dict]:
     return rows
 
 
-def context(table, summary, campaign) -> dict:
-    import pandas as pd
-
-    medians = method_medians(table)
-    if medians.empty:
-        return {}
-    shown = medians.assign(case=medians.apply(_case_label, axis=1))
-    bounds = report.median_of(summary, "bandwidth_Bps")
-    pct = dict(zip(bounds["point"], bounds["pct_of_bound"], strict=True)) if "pct_of_bound" in bounds else {}
-    per_method = pd.DataFrame(
-        {
-            "case": shown["case"],
-            "method": shown["method"].astype(str),
-            "n": shown["n"],
-            "median time": shown["time_s"],
-            "cold first rep": shown["cold_s"],
-            "bandwidth": shown["bandwidth_Bps"],
-            "% of bound": shown["point"].map(pct).astype(float),
-            "payload": shown["payload_bytes"],
-            "receiver peak extra RSS": shown["rss_hwm_delta_bytes"],
-            "receiver extra / payload": shown["receiver_extra_per_payload"],
-            "receiver allocated in rep (tracemalloc)": shown["tracemalloc_peak_bytes"],
-            "root peak extra RSS": shown["root_rss_hwm_delta_bytes"],
-            "buffers reused": shown["buffers_reused"].astype(bool),
-        }
-    )
-    per_method_units = {"median time": "s", "cold first rep": "s", "bandwidth": "B/s", "payload": "MiB",
-                        "receiver peak extra RSS": "MiB", "receiver allocated in rep (tracemalloc)": "MiB",
-                        "root peak extra RSS": "MiB"}
-    study_rows = shown[shown["method"].astype(str).isin(STUDY)]
-    speedups = study_rows.pivot_table(index="case", columns="method", values="speedup_vs_pickle", observed=True,
-                                      sort=False)
-    times = study_rows.pivot_table(index="case", columns="method", values="time_s", observed=True, sort=False)
-    clear = study_rows.pivot(index="case", columns="method", values="clear_vs_pickle").reindex(times.index)
-    study = pd.DataFrame(index=times.index)
-    time_label, time_factor = units.choose("s", times.stack().dropna().tolist())
-    for method in times.columns:
-        study[f"{method} ({time_label})"] = times[method] / time_factor
-        if method != "pickle" and "pickle" in times.columns:
-            marks = clear[method].map(lambda c: "*" if c is True else "")
-            study[f"{method} vs pickle"] = speedups[method].map(lambda x: "" if pd.isna(x) else f"{x:.2f}x") + marks
-    memory = shown.assign(cell=shown.apply(_memory_cell, axis=1)).pivot(index="case", columns="method", values="cell")
-    memory = memory.reindex(shown["case"].unique())
-    memory.columns = [str(m) for m in memory.columns]
-    transfer = pd.DataFrame(transfer_rows(medians))
-    return {
-        "figures": _figures(medians),
-        "per_method": report.html_table(per_method, units=per_method_units),
-        "speedups": report.html_table(study.reset_index()) if len(study.columns) else "",
-        "transfer": report.html_table(transfer, units={"payload": "B", "buffer": "s", "osu": "s", "buffer - osu": "s",
-                                                       "osu bandwidth": "B/s"}) if len(transfer) else "",
-        "memory": report.html_table(memory.reset_index()),
-        "crossover": report.html_table(pd.DataFrame(crossover_rows(medians)))
-        if (medians["kind"] == "sparse").any()
-        else "",
-    }
-
-
 def _figures(medians) -> list[tuple[str, str]]:
-    sns, plt = report.plotting()
+    sns, plt = plotting()
     figures = []
     data = medians.assign(method=medians["method"].astype(str), ranks_label=[
         f"{r} ranks" if medians["nodes"].nunique() < 2 else f"{r} ranks, {n} node{'s' if n > 1 else ''}"
@@ -216,7 +167,7 @@ def _figures(medians) -> list[tuple[str, str]]:
         )
         grid.set(yscale="log", ylabel="median time (s)")
         grid.set_titles("{col_name}")
-        figures.append(("Dense arrays: median time per method (log scale)", report.figure_uri(grid.figure)))
+        figures.append(("Dense arrays: median time per method (log scale)", figure_uri(grid.figure)))
     sparse = data[data["kind"] == "sparse"]
     if not sparse.empty:
         grid = sns.relplot(
@@ -235,7 +186,7 @@ def _figures(medians) -> list[tuple[str, str]]:
         )
         grid.set(xscale="log", yscale="log", ylabel="median time (s)")
         grid.set_titles("{row_name}, {col_name}")
-        figures.append(("Sparse CSR: median time against density (log-log)", report.figure_uri(grid.figure)))
+        figures.append(("Sparse CSR: median time against density (log-log)", figure_uri(grid.figure)))
     # Below a few MiB, page and heap granularity (~1 MiB) swamps the ratio.
     large = data[data["payload_bytes"] >= MEMORY_PLOT_MIN_BYTES]
     if not large.empty:
@@ -255,63 +206,126 @@ def _figures(medians) -> list[tuple[str, str]]:
             (
                 f"Peak extra memory of a receiver, in payloads (payloads of at least "
                 f"{MEMORY_PLOT_MIN_BYTES // _MiB} MiB)",
-                report.figure_uri(fig),
+                figure_uri(fig),
             )
         )
     return figures
 
 
-def bound_request(row, meta):
-    """One node: memcpy of as many processes as ranks (at most the CPUs) at the payload's size; between nodes: the
-    best bidi stream."""
-    import pandas as pd
+class BcastReport(FamilyReport):
+    """bcast's report hooks (movebench.reportkit.FamilyReport)."""
 
-    if row["nodes"] > 1:
-        return {"kind": "network", "exact": {"nodes": int(row["nodes"])}}
-    density = row.get("density")
-    point = {"kind": row["kind"], "shape": row["shape"], "dtype": row["dtype"],
-             "density": None if density is None or pd.isna(density) else float(density)}
-    return {"kind": "memcpy", "at_least": {"ranks": copiers(int(row["ranks"]), meta)},
-            "nearest": {"size": FAMILY.payload(point)}}
+    def context(self, table, summary, campaign) -> dict:
+        import pandas as pd
 
+        medians = method_medians(table)
+        if medians.empty:
+            return {}
+        shown = medians.assign(case=medians.apply(_case_label, axis=1))
+        bounds = median_of(summary, "bandwidth_Bps")
+        pct = dict(zip(bounds["point"], bounds["pct_of_bound"], strict=True)) if "pct_of_bound" in bounds else {}
+        per_method = pd.DataFrame(
+            {
+                "case": shown["case"],
+                "method": shown["method"].astype(str),
+                "n": shown["n"],
+                "median time": shown["time_s"],
+                "cold first rep": shown["cold_s"],
+                "bandwidth": shown["bandwidth_Bps"],
+                "% of bound": shown["point"].map(pct).astype(float),
+                "payload": shown["payload_bytes"],
+                "receiver peak extra RSS": shown["rss_hwm_delta_bytes"],
+                "receiver extra / payload": shown["receiver_extra_per_payload"],
+                "receiver allocated in rep (tracemalloc)": shown["tracemalloc_peak_bytes"],
+                "root peak extra RSS": shown["root_rss_hwm_delta_bytes"],
+                "buffers reused": shown["buffers_reused"].astype(bool),
+            }
+        )
+        per_method_units = {"median time": "s", "cold first rep": "s", "bandwidth": "B/s", "payload": "MiB",
+                            "receiver peak extra RSS": "MiB", "receiver allocated in rep (tracemalloc)": "MiB",
+                            "root peak extra RSS": "MiB"}
+        study_rows = shown[shown["method"].astype(str).isin(STUDY)]
+        speedups = study_rows.pivot_table(index="case", columns="method", values="speedup_vs_pickle", observed=True,
+                                          sort=False)
+        times = study_rows.pivot_table(index="case", columns="method", values="time_s", observed=True, sort=False)
+        clear = study_rows.pivot(index="case", columns="method", values="clear_vs_pickle").reindex(times.index)
+        study = pd.DataFrame(index=times.index)
+        time_label, time_factor = units.choose("s", times.stack().dropna().tolist())
+        for method in times.columns:
+            study[f"{method} ({time_label})"] = times[method] / time_factor
+            if method != "pickle" and "pickle" in times.columns:
+                marks = clear[method].map(lambda c: "*" if c is True else "")
+                study[f"{method} vs pickle"] = speedups[method].map(lambda x: "" if pd.isna(x) else f"{x:.2f}x") + marks
+        memory = shown.assign(cell=shown.apply(_memory_cell, axis=1)).pivot(index="case", columns="method",
+                                                                            values="cell")
+        memory = memory.reindex(shown["case"].unique())
+        memory.columns = [str(m) for m in memory.columns]
+        transfer = pd.DataFrame(transfer_rows(medians))
+        return {
+            "figures": _figures(medians),
+            "per_method": html_table(per_method, units=per_method_units),
+            "speedups": html_table(study.reset_index()) if len(study.columns) else "",
+            "transfer": html_table(transfer, units={"payload": "B", "buffer": "s", "osu": "s", "buffer - osu": "s",
+                                                           "osu bandwidth": "B/s"}) if len(transfer) else "",
+            "memory": html_table(memory.reset_index()),
+            "crossover": html_table(pd.DataFrame(crossover_rows(medians)))
+            if (medians["kind"] == "sparse").any()
+            else "",
+        }
 
-def headlines(table, summary) -> list[tuple[str, str]]:
-    """In place against pickle: the largest dense array, and the largest sparse one at each density."""
-    medians = method_medians(table)
-    out = []
-    if medians.empty:
+    def headlines(self, table, summary) -> list[tuple[str, str]]:
+        """In place against pickle: the largest dense array, and the largest sparse one at each density."""
+        medians = method_medians(table)
+        out = []
+        if medians.empty:
+            return out
+        for kind in ("dense", "sparse"):
+            part = medians[(medians["kind"] == kind) & (medians["method"].astype(str).isin(["pickle", "buffer"]))]
+            if part.empty:
+                continue
+            largest = part.loc[part["payload_bytes"].idxmax()]
+            case = part[(part["shape"] == largest["shape"]) & (part["ranks"] == part["ranks"].min())
+                        & (part["dtype"] == largest["dtype"]) & (part["nodes"] == largest["nodes"])]
+            figures = []
+            for density, group in case.groupby("density", dropna=False, sort=True):
+                points = {str(m): pt for m, pt in zip(group["method"], group["point"], strict=True)}
+                if {"pickle", "buffer"} <= set(points):
+                    result = ratio(table, points["pickle"], points["buffer"], "elapsed_s")
+                    if result is not None:
+                        at = "" if kind == "dense" else f"density {density:g}: "
+                        figures.append(f"{at}{ratio_text(result)}")
+            if figures:
+                out.append((f"{kind} {largest['shape']} {largest['dtype']}, {int(case['ranks'].iloc[0])} ranks: pickle "
+                            f"(out of place) takes " + "; ".join(figures) + " the time of buffer (in place)", "info"))
+        # buffer against the pure transfer where metadata weighs most: each kind's smallest payload with both
+        both = medians[medians["method"].astype(str).isin(["buffer", "osu"])]
+        for _kind, part in both.groupby("kind", sort=True):
+            pairs = []
+            for _, group in part.groupby(CASE, dropna=False, sort=True):
+                points = dict(zip(group["method"].astype(str), group["point"], strict=True))
+                if len(points) == 2:
+                    pairs.append((group["payload_bytes"].iloc[0], group.iloc[0], points))
+            if not pairs:
+                continue
+            _, row, points = min(pairs, key=lambda pair: pair[0])
+            result = ratio(table, points["buffer"], points["osu"], "elapsed_s")
+            if result is not None:
+                out.append((f"{_case_label(row)}: buffer (metadata, object, one call from a barrier) takes "
+                            f"{ratio_text(result)} the time of osu (the pure transfer, timed as osu_bcast)", "info"))
         return out
-    for kind in ("dense", "sparse"):
-        part = medians[(medians["kind"] == kind) & (medians["method"].astype(str).isin(["pickle", "buffer"]))]
-        if part.empty:
-            continue
-        largest = part.loc[part["payload_bytes"].idxmax()]
-        case = part[(part["shape"] == largest["shape"]) & (part["ranks"] == part["ranks"].min())
-                    & (part["dtype"] == largest["dtype"]) & (part["nodes"] == largest["nodes"])]
-        figures = []
-        for density, group in case.groupby("density", dropna=False, sort=True):
-            points = {str(m): pt for m, pt in zip(group["method"], group["point"], strict=True)}
-            if {"pickle", "buffer"} <= set(points):
-                result = report.ratio(table, points["pickle"], points["buffer"], "elapsed_s")
-                if result is not None:
-                    at = "" if kind == "dense" else f"density {density:g}: "
-                    figures.append(f"{at}{report.ratio_text(result)}")
-        if figures:
-            out.append((f"{kind} {largest['shape']} {largest['dtype']}, {int(case['ranks'].iloc[0])} ranks: pickle "
-                        f"(out of place) takes " + "; ".join(figures) + " the time of buffer (in place)", "info"))
-    # buffer against the pure transfer where metadata weighs most: each kind's smallest payload with both
-    both = medians[medians["method"].astype(str).isin(["buffer", "osu"])]
-    for _kind, part in both.groupby("kind", sort=True):
-        pairs = []
-        for _, group in part.groupby(CASE, dropna=False, sort=True):
-            points = dict(zip(group["method"].astype(str), group["point"], strict=True))
-            if len(points) == 2:
-                pairs.append((group["payload_bytes"].iloc[0], group.iloc[0], points))
-        if not pairs:
-            continue
-        _, row, points = min(pairs, key=lambda pair: pair[0])
-        result = report.ratio(table, points["buffer"], points["osu"], "elapsed_s")
-        if result is not None:
-            out.append((f"{_case_label(row)}: buffer (metadata, object, one call from a barrier) takes "
-                        f"{report.ratio_text(result)} the time of osu (the pure transfer, timed as osu_bcast)", "info"))
-    return out
+
+    def bound_request(self, row, meta):
+        """One node: memcpy of as many processes as ranks (at most the CPUs) at the payload's size; between nodes: the
+        best bidi stream."""
+        import pandas as pd
+
+        if row["nodes"] > 1:
+            return {"kind": "network", "exact": {"nodes": int(row["nodes"])}}
+        density = row.get("density")
+        point = {"kind": row["kind"], "shape": row["shape"], "dtype": row["dtype"],
+                 "density": None if density is None or pd.isna(density) else float(density)}
+        return {"kind": "memcpy", "at_least": {"ranks": copiers(int(row["ranks"]), meta)},
+                "nearest": {"size": FAMILY.payload(point)}}
+
+
+REPORT = BcastReport()

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from movebench import report
 from movebench.core import units
 from movebench.core.sizes import format_size
 from movebench.families.io import PATTERNS, MiB, object_size
+from movebench.reportkit import FamilyReport, bound_line, figure_uri, html_table, median_text, plotting
 
 BACKEND_LABELS = {"posix": "POSIX", "mpiio": "MPI-IO", "blob": "Blob", "fileshare": "File"}
 BACKEND_COLORS = {"posix": "tab:green", "mpiio": "tab:orange", "blob": "tab:blue", "fileshare": "tab:purple"}
@@ -90,7 +90,7 @@ def size_figure(medians, plt):
                 )
         posix = part[part["backend"] == "posix"]
         if "bound_Bps" in posix and posix["bound_Bps"].notna().any():
-            report.bound_line(axes[1][col], posix.assign(x=posix["size_per_proc"] / MiB), "x", scale=MiB,
+            bound_line(axes[1][col], posix.assign(x=posix["size_per_proc"] / MiB), "x", scale=MiB,
                               label="fio (posix's upper bound)")
         axes[0][col].set_title(pattern)
         axes[1][col].set_xlabel("size per process")
@@ -105,56 +105,60 @@ def size_figure(medians, plt):
     return fig
 
 
-def context(table, summary, campaign):
-    _, plt = report.plotting()
-    medians = _medians(summary)
-    measured = table[~table["warmup"].astype(bool)]
-    retried = measured[measured.get("retries", 0) > 0] if "retries" in measured else measured.iloc[0:0]
-    retries = None
-    if len(retried):
-        retries = report.html_table(
-            retried.groupby(["pattern", "backend", "ranks", "size_per_proc"], as_index=False).agg(
-                repetitions=("rep", "size"), retries=("retries", "sum"), retries_write=("retries_write", "sum")
+class IoReport(FamilyReport):
+    """io's report hooks (movebench.reportkit.FamilyReport)."""
+
+    def context(self, table, summary, campaign):
+        _, plt = plotting()
+        medians = _medians(summary)
+        measured = table[~table["warmup"].astype(bool)]
+        retried = measured[measured.get("retries", 0) > 0] if "retries" in measured else measured.iloc[0:0]
+        retries = None
+        if len(retried):
+            retries = html_table(
+                retried.groupby(["pattern", "backend", "ranks", "size_per_proc"], as_index=False).agg(
+                    repetitions=("rep", "size"), retries=("retries", "sum"), retries_write=("retries_write", "sum")
+                )
             )
-        )
-    backends = [b for b in BACKEND_LABELS if b in set(medians["backend"])]
-    return {
-        "tables": [
-            (p, report.html_table(table_, units=study_units(table_)))
-            for p in PATTERNS
-            if p in set(medians["pattern"])
-            for table_ in [study_table(medians, p)]
-        ],
-        "figure": report.figure_uri(size_figure(medians, plt)),
-        "backends": [BACKEND_LABELS[b] for b in backends],
-        "emulated_blob": "blob" in backends,
-        "retries": retries,
-    }
+        backends = [b for b in BACKEND_LABELS if b in set(medians["backend"])]
+        return {
+            "tables": [
+                (p, html_table(table_, units=study_units(table_)))
+                for p in PATTERNS
+                if p in set(medians["pattern"])
+                for table_ in [study_table(medians, p)]
+            ],
+            "figure": figure_uri(size_figure(medians, plt)),
+            "backends": [BACKEND_LABELS[b] for b in backends],
+            "emulated_blob": "blob" in backends,
+            "retries": retries,
+        }
+
+    def headlines(self, table, summary) -> list[tuple[str, str]]:
+        """Per backend, its best median bandwidth, with the share of fio's for posix."""
+        medians = _medians(summary)
+        out = []
+        for backend in [b for b in BACKEND_LABELS if b in set(medians["backend"])]:
+            part = medians[medians["backend"] == backend]
+            best = part.loc[part["bandwidth"].idxmax()]
+            row = {"median": best["bandwidth"], "ci_low": best["bandwidth_low"], "ci_high": best["bandwidth_high"]}
+            bound = ""
+            if "pct_of_bound" in best and best["pct_of_bound"] == best["pct_of_bound"]:
+                bound = f", {units.sig(best['pct_of_bound'])}% of fio's"
+            emulated = " (on Azurite, the emulator: not Azure's figure)" if backend == "blob" else ""
+            out.append((f"{BACKEND_LABELS[backend]} best {median_text(row, 'MiB/s')} ({best['pattern']}, "
+                        f"{format_size(int(best['size_per_proc']))} per process, {int(best['ranks'])} ranks){bound}"
+                        f"{emulated}", "info"))
+        return out
+
+    def bound_request(self, row, meta):
+        """posix on one node: fio writing the same pattern with as many jobs as ranks, in the same folder, at the
+        nearest size. Other backends have no bound measured here (a storage service's limit is not ours to probe)."""
+        if row["backend"] != "posix" or row["nodes"] > 1:
+            return None
+        return {"kind": "fio", "exact": {"pattern": row["pattern"], "ranks": int(row["ranks"]),
+                                         "path": meta.get("settings.path")},
+                "nearest": {"size_per_proc": int(row["size_per_proc"])}}
 
 
-def bound_request(row, meta):
-    """posix on one node: fio writing the same pattern with as many jobs as ranks, in the same folder, at the
-    nearest size. Other backends have no bound measured here (a storage service's limit is not ours to probe)."""
-    if row["backend"] != "posix" or row["nodes"] > 1:
-        return None
-    return {"kind": "fio", "exact": {"pattern": row["pattern"], "ranks": int(row["ranks"]),
-                                     "path": meta.get("settings.path")},
-            "nearest": {"size_per_proc": int(row["size_per_proc"])}}
-
-
-def headlines(table, summary) -> list[tuple[str, str]]:
-    """Per backend, its best median bandwidth, with the share of fio's for posix."""
-    medians = _medians(summary)
-    out = []
-    for backend in [b for b in BACKEND_LABELS if b in set(medians["backend"])]:
-        part = medians[medians["backend"] == backend]
-        best = part.loc[part["bandwidth"].idxmax()]
-        row = {"median": best["bandwidth"], "ci_low": best["bandwidth_low"], "ci_high": best["bandwidth_high"]}
-        bound = ""
-        if "pct_of_bound" in best and best["pct_of_bound"] == best["pct_of_bound"]:
-            bound = f", {units.sig(best['pct_of_bound'])}% of fio's"
-        emulated = " (on Azurite, the emulator: not Azure's figure)" if backend == "blob" else ""
-        out.append((f"{BACKEND_LABELS[backend]} best {report.median_text(row, 'MiB/s')} ({best['pattern']}, "
-                    f"{format_size(int(best['size_per_proc']))} per process, {int(best['ranks'])} ranks){bound}"
-                    f"{emulated}", "info"))
-    return out
+REPORT = IoReport()

@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
-from movebench.bounds import copiers
 from movebench.core.sizes import format_size
-from movebench.report import SIZE, bound_line, figure_uri, html_table, median_of, plotting, ratio, ratio_text, varying
+from movebench.reportkit import (
+    SIZE,
+    FamilyReport,
+    bound_line,
+    copiers,
+    counted,
+    figure_uri,
+    html_table,
+    median_of,
+    plotting,
+    ratio,
+    ratio_text,
+    varying,
+)
 
 OPERATIONS = ("put", "batch_put", "get", "frozen_get")
 
@@ -28,81 +40,85 @@ def speedups(bw):
     return out
 
 
-def context(table, summary, campaign):
-    sns, plt = plotting()
-    ctx = {"figures": [], "ratios": None, "startup": None, "passes": passes_per_round(table),
-           "formats": ", ".join(sorted(set(table["data_format"]))) if len(table) else None}
-    bw = median_of(summary, "bandwidth_Bps")
-    if bw.empty:
-        return ctx
-    bw["GB/s"] = bw["median"] / 1e9
-    style = "data_format" if varying(bw, ["data_format"]) else "clients_per_node"
-    grid = sns.relplot(data=bw, x="value_size", y="GB/s", hue="variant", style=style,
-                       col="nodes", kind="line", marker="o", height=3.4, aspect=1.3,
-                       hue_order=[o for o in OPERATIONS if o in set(bw["variant"])],
-                       facet_kws={"sharey": False})
-    grid.set(xscale="log", yscale="log", xlabel="value size (bytes)",
-             ylabel="aggregate bandwidth (GB/s, median)")
-    grid.set_titles("{col_name} node(s)")
-    bounded = [bound_line(ax, bw[bw["nodes"] == nodes], "value_size") for nodes, ax in grid.axes_dict.items()]
-    ctx["figures"].append(("Aggregate bandwidth vs value size, per operation (log-log; one panel per node "
-                           "count" + ("; dashed: the points' upper bound)" if any(bounded) else ")"),
-                           figure_uri(grid.figure)))
-    ratios = speedups(bw)
-    if not ratios.empty:
-        fig, ax = plt.subplots(figsize=(7, 3.6))
-        long = ratios.melt(id_vars=CASE, value_vars=[c for c in RATIOS if c in ratios],
-                           var_name="ratio", value_name="x")
-        style = "data_format" if varying(long, ["data_format"]) else "nodes"
-        sns.lineplot(data=long.dropna(), x="value_size", y="x", hue="ratio", style=style, marker="o", ax=ax)
-        ax.set(xscale="log", yscale="log", xlabel="value size (bytes)",
-               ylabel="speed-up (ratio of median bandwidths)")
-        ax.axhline(1.0, color="grey", lw=0.8, ls="--")
-        ctx["figures"].append(("Batched vs unbatched puts and frozen vs unfrozen gets", figure_uri(fig)))
-        ctx["ratios"] = html_table(ratios, units={"value_size": SIZE})
-    measured = table[~table["warmup"] & table["ok"]] if len(table) else table
-    cols = [c for c in ("dragon_startup_s", "ddict_create_s", "clients_start_s") if c in measured]
-    if cols:
-        start = measured.groupby(["variant", *CASE], as_index=False)[cols].median()
-        ctx["startup"] = html_table(start, units={c: "s" for c in cols} | {"value_size": SIZE})
-    return ctx
-
-
 def passes_per_round(table) -> str | None:
     """How many passes over the keys the counted rounds timed ("4", or "1, 4" where points differ)."""
     if not len(table) or "iterations" not in table:
         return None
-    counted = table[~table["warmup"] & table["ok"]]["iterations"].dropna()
-    return ", ".join(str(int(n)) for n in sorted(set(counted))) or None
+    passes = counted(table)["iterations"].dropna()
+    return ", ".join(str(int(n)) for n in sorted(set(passes))) or None
 
 
-def bound_request(row, meta):
-    """One node: memcpy of its clients and managers together (at most the CPUs) at the value size; between nodes:
-    the best bidi stream."""
-    if row["nodes"] > 1:
-        return {"kind": "network", "exact": {"nodes": int(row["nodes"])}}
-    processes = int(row["clients_per_node"]) + int(row["managers_per_node"])
-    return {"kind": "memcpy", "at_least": {"ranks": copiers(processes, meta)},
-            "nearest": {"size": int(row["value_size"])}}
+class KvReport(FamilyReport):
+    """kv's report hooks (movebench.reportkit.FamilyReport)."""
 
+    def context(self, table, summary, campaign):
+        sns, plt = plotting()
+        ctx = {"figures": [], "ratios": None, "startup": None, "passes": passes_per_round(table),
+               "formats": ", ".join(sorted(set(table["data_format"]))) if len(table) else None}
+        bw = median_of(summary, "bandwidth_Bps")
+        if bw.empty:
+            return ctx
+        bw["GB/s"] = bw["median"] / 1e9
+        style = "data_format" if varying(bw, ["data_format"]) else "clients_per_node"
+        grid = sns.relplot(data=bw, x="value_size", y="GB/s", hue="variant", style=style,
+                           col="nodes", kind="line", marker="o", height=3.4, aspect=1.3,
+                           hue_order=[o for o in OPERATIONS if o in set(bw["variant"])],
+                           facet_kws={"sharey": False})
+        grid.set(xscale="log", yscale="log", xlabel="value size (bytes)",
+                 ylabel="aggregate bandwidth (GB/s, median)")
+        grid.set_titles("{col_name} node(s)")
+        bounded = [bound_line(ax, bw[bw["nodes"] == nodes], "value_size") for nodes, ax in grid.axes_dict.items()]
+        ctx["figures"].append(("Aggregate bandwidth vs value size, per operation (log-log; one panel per node "
+                               "count" + ("; dashed: the points' upper bound)" if any(bounded) else ")"),
+                               figure_uri(grid.figure)))
+        ratios = speedups(bw)
+        if not ratios.empty:
+            fig, ax = plt.subplots(figsize=(7, 3.6))
+            long = ratios.melt(id_vars=CASE, value_vars=[c for c in RATIOS if c in ratios],
+                               var_name="ratio", value_name="x")
+            style = "data_format" if varying(long, ["data_format"]) else "nodes"
+            sns.lineplot(data=long.dropna(), x="value_size", y="x", hue="ratio", style=style, marker="o", ax=ax)
+            ax.set(xscale="log", yscale="log", xlabel="value size (bytes)",
+                   ylabel="speed-up (ratio of median bandwidths)")
+            ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+            ctx["figures"].append(("Batched vs unbatched puts and frozen vs unfrozen gets", figure_uri(fig)))
+            ctx["ratios"] = html_table(ratios, units={"value_size": SIZE})
+        measured = counted(table)
+        cols = [c for c in ("dragon_startup_s", "ddict_create_s", "clients_start_s") if c in measured]
+        if cols:
+            start = measured.groupby(["variant", *CASE], as_index=False)[cols].median()
+            ctx["startup"] = html_table(start, units={c: "s" for c in cols} | {"value_size": SIZE})
+        return ctx
 
-def headlines(table, summary) -> list[tuple[str, str]]:
-    """The study's two speed-ups at each value size: batched over plain puts, frozen over plain gets."""
-    bw = median_of(summary, "bandwidth_Bps")
-    out = []
-    if bw.empty:
+    def headlines(self, table, summary) -> list[tuple[str, str]]:
+        """The study's two speed-ups at each value size: batched over plain puts, frozen over plain gets."""
+        bw = median_of(summary, "bandwidth_Bps")
+        out = []
+        if bw.empty:
+            return out
+        several = bool(varying(bw, ["data_format"]))
+        for label, (num, den) in RATIOS.items():
+            figures = []
+            for values, group in bw.groupby(CASE, sort=True):
+                points = dict(zip(group["variant"], group["point"], strict=True))
+                if num in points and den in points:
+                    result = ratio(table, points[num], points[den], "bandwidth_Bps")
+                    if result is not None:
+                        data = f", {values[4]} data" if several else ""
+                        figures.append(f"{format_size(int(values[3]))} ({int(values[0])} node(s){data}): "
+                                       f"{ratio_text(result)}")
+            if figures:
+                out.append((f"{label} (aggregate bandwidth): " + "; ".join(figures), "info"))
         return out
-    several = bool(varying(bw, ["data_format"]))
-    for label, (num, den) in RATIOS.items():
-        figures = []
-        for values, group in bw.groupby(CASE, sort=True):
-            points = dict(zip(group["variant"], group["point"], strict=True))
-            if num in points and den in points:
-                result = ratio(table, points[num], points[den], "bandwidth_Bps")
-                if result is not None:
-                    data = f", {values[4]} data" if several else ""
-                    figures.append(f"{format_size(int(values[3]))} ({int(values[0])} node(s){data}): "
-                                   f"{ratio_text(result)}")
-        if figures:
-            out.append((f"{label} (aggregate bandwidth): " + "; ".join(figures), "info"))
-    return out
+
+    def bound_request(self, row, meta):
+        """One node: memcpy of its clients and managers together (at most the CPUs) at the value size; between nodes:
+        the best bidi stream."""
+        if row["nodes"] > 1:
+            return {"kind": "network", "exact": {"nodes": int(row["nodes"])}}
+        processes = int(row["clients_per_node"]) + int(row["managers_per_node"])
+        return {"kind": "memcpy", "at_least": {"ranks": copiers(processes, meta)},
+                "nearest": {"size": int(row["value_size"])}}
+
+
+REPORT = KvReport()

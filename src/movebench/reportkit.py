@@ -1,0 +1,207 @@
+"""What a family's report is made of: the hooks the engine calls (`FamilyReport`) and the kit they are written with.
+
+A family's `report.py` defines `class XReport(FamilyReport)`, overrides the hooks it needs and ends with
+`REPORT = XReport()`; `movebench.families.report(name)` returns that object. The engine calls the hooks at two
+stages: `aggregate` calls `derive` on every records table it writes; the report page (`movebench.report`) asks
+for the bounds (`provide_bounds`, `bound_request`: `movebench.bounds`), then `context` for the family's
+section template and `headlines` for the findings. Every hook has a default that adds nothing, so a family
+overrides only what it shows.
+
+The kit: tables as HTML (`html_table`, `SIZE`), figures as data URIs (`plotting`, `figure_uri`, `bound_line`),
+summary rows (`median_of`, `median_text`), the counted repetitions (`counted`) and ratios of two points with
+their confidence interval (`ratio`, `ratio_text`), what a figure must name (`varying`), and how many processes
+can copy at once (`copiers`, for bound requests).
+
+This module sits just above `movebench.core` and `movebench.spec` and imports nothing else from movebench:
+families import it, and the report page, bounds, findings and aggregate call what families build with it.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+
+import pandas as pd
+
+from movebench.core import units as units_
+from movebench.core.sizes import format_size
+from movebench.core.tables import counted
+
+__all__ = ["BOUND_STYLE", "SIZE", "FamilyReport", "bound_line", "copiers", "counted", "figure_uri", "html_table",
+           "key_cell", "median_of", "median_text", "plotting", "ratio", "ratio_text", "varying"]
+
+
+class FamilyReport:
+    """A family's report hooks, with the defaults a family that overrides nothing gets.
+
+    Arguments the hooks receive: `table`, the family's records (one row per repetition, warm-ups and failures
+    flagged: `counted(table)` keeps the measured ones); `summary`, one row per point and measure (`n`, `median`,
+    `ci_low`, `ci_high`, ...; on the report page also `bound_Bps`, `bound`, `bound_note`, `pct_of_bound` on
+    bandwidth rows); `points`, one row per point of the grid (status and flattened meta); `campaign`, the
+    config's campaign section.
+    """
+
+    def derive(self, table: pd.DataFrame) -> pd.DataFrame:
+        """Columns computed from the records (e.g. shuffle's efficiency), added before the summary is made and
+        kept in the tables on disk. Default: the table unchanged."""
+        return table
+
+    def context(self, table: pd.DataFrame, summary: pd.DataFrame, campaign: dict) -> dict:
+        """What the family's section template (`families/<name>/report.html.j2`) renders, as `ctx`: figures,
+        HTML tables, notes. Called only when the summary has rows. Default: {} (the section shows the engine's
+        per-point table and nothing of the family's own)."""
+        return {}
+
+    def headlines(self, table: pd.DataFrame, summary: pd.DataFrame) -> list[tuple[str, str]]:
+        """The family's headline figures for the findings at the top of the page, as (text, level) with level
+        "bad", "warn" or "info"; figures with their 95% CI. Default: none."""
+        return []
+
+    def provide_bounds(self, summary: pd.DataFrame, points: pd.DataFrame) -> list[dict]:
+        """Upper bounds this family measured for the others' bandwidths, one dict each: `kind` ("memcpy",
+        "network", "fio", ...), the keys a request picks by, `bound_Bps`, `label`, `source` (movebench.bounds).
+        Default: none."""
+        return []
+
+    def bound_request(self, row: pd.Series, meta: dict) -> dict | None:
+        """Which provided bound applies to one bandwidth point (`row`: its bandwidth summary row, `meta`: its row
+        of the points table): {"kind": ..., "exact": {...}, "at_least": {...}, "nearest": {...}}
+        (movebench.bounds). Default: None, the point has no bound."""
+        return None
+
+
+def copiers(processes: int, meta: dict | None) -> int:
+    """Processes of a point that can copy at once on one node: at most its CPUs."""
+    cpus = (meta or {}).get("cpu_count")
+    try:
+        cpus = int(cpus)
+    except (TypeError, ValueError):
+        return int(processes)
+    return max(1, min(int(processes), cpus))
+
+
+def figure_uri(fig) -> str:
+    """A matplotlib figure as a PNG data URI; the figure is closed."""
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+#: `html_table`'s unit for byte counts that name a point (a message or value size): shown as 4KiB, 1MiB.
+SIZE = "size"
+
+
+def html_table(frame: pd.DataFrame, float_format=None, classes="data", units: dict | None = None) -> str:
+    """A DataFrame as an HTML table: three significant digits, no exponents.
+
+    `units` maps a column of SI values to its unit ("B/s", "s", "B", or a display unit such as
+    "MiB/s"): the column is shown in the unit that suits its values, named in its header
+    ("bandwidth (GB/s)"); `SIZE` shows byte counts as sizes (4KiB). The tables on disk keep the
+    SI values.
+    """
+    frame = frame.copy()
+    renames = {}
+    for column, unit in (units or {}).items():
+        if column not in frame:
+            continue
+        if unit == SIZE:
+            frame[column] = [key_cell(v, size=True) for v in frame[column]]
+            continue
+        values = pd.to_numeric(frame[column], errors="coerce")
+        label, factor = units_.choose(unit, values.dropna().tolist())
+        frame[column] = values / factor
+        renames[column] = f"{column} ({label})" if label not in ("1", "") else column
+
+    def fmt(v):
+        if pd.isna(v):
+            return ""
+        return float_format.format(v) if float_format else units_.sig(v)
+
+    formatters = {c: fmt for c in frame.columns if pd.api.types.is_float_dtype(frame[c])}
+    frame = frame.rename(columns=renames)
+    formatters = {renames.get(c, c): f for c, f in formatters.items()}
+    return frame.to_html(index=False, classes=classes, border=0, formatters=formatters, na_rep="", escape=True)
+
+
+def plotting():
+    """seaborn and pyplot with the non-interactive backend, themed once."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    sns.set_theme(context="notebook", style="whitegrid")
+    return sns, plt
+
+
+def median_of(summary: pd.DataFrame, measure: str) -> pd.DataFrame:
+    """The summary rows of one measure, with `median`, `ci_low`, `ci_high` as columns."""
+    if summary.empty or "measure" not in summary:
+        return pd.DataFrame()
+    return summary[summary["measure"] == measure].copy()
+
+
+BOUND_STYLE = {"ls": "--", "color": "black", "lw": 1.1, "marker": "_", "markersize": 10}
+
+
+def bound_line(ax, data: pd.DataFrame, x: str, scale: float = 1e9, label: str = "upper bound") -> bool:
+    """The upper bound of the points in `data` (bandwidth summary rows with `bound_Bps`: the bound a point's
+    `FamilyReport.bound_request` found, movebench.bounds) drawn on `ax` against `x` as a dashed black line, in the
+    plot's unit (`scale` bytes/s per unit)."""
+    if "bound_Bps" not in data:
+        return False
+    part = data.dropna(subset=["bound_Bps"])
+    if part.empty:
+        return False
+    line = part.groupby(x)["bound_Bps"].max().sort_index()
+    (handle,) = ax.plot(line.index, line.to_numpy() / scale, label=label, **BOUND_STYLE)
+    ax.legend(handles=[handle], loc="lower right", fontsize="small", frameon=True)
+    return True
+
+
+def varying(frame: pd.DataFrame, keys) -> list[str]:
+    """Those of `keys` whose column holds more than one value: what a figure or label must name."""
+    return [k for k in keys if k in frame and frame[k].nunique() > 1]
+
+
+def ratio(table: pd.DataFrame, numerator: str, denominator: str, measure: str):
+    """The Hodges-Lehmann ratio numerator / denominator of two points' repetitions of `measure`, with its 95% CI
+    (`movebench.core.verdict.Comparison`), or None when a side has no value."""
+    from movebench.core.verdict import compare_samples
+
+    rows = counted(table)
+    top = pd.to_numeric(rows.loc[rows["point"] == numerator, measure], errors="coerce").dropna().tolist()
+    bottom = pd.to_numeric(rows.loc[rows["point"] == denominator, measure], errors="coerce").dropna().tolist()
+    if not top or not bottom:
+        return None
+    return compare_samples(bottom, top)
+
+
+def ratio_text(result) -> str:
+    """"2.10x [1.90, 2.31]": a ratio with its 95% CI."""
+    return f"{units_.sig(result.ratio)}x [{units_.sig(result.ci_low)}, {units_.sig(result.ci_high)}]"
+
+
+def median_text(row, unit: str) -> str:
+    """A summary row's median with its 95% CI, in the unit that suits the median: "9.12 GB/s [8.80, 9.31]"."""
+    label, factor = units_.choose(unit, [row["median"]])
+    return (f"{units_.sig(row['median'] / factor)} {label} [{units_.sig(row['ci_low'] / factor)}, "
+            f"{units_.sig(row['ci_high'] / factor)}]")
+
+
+def key_cell(value, size: bool = False) -> str:
+    """A point's key value as a table cell: integers without ".0", sizes as 4KiB where `size`."""
+    value = value.item() if hasattr(value, "item") else value  # numpy scalars from the summary
+    if isinstance(value, float):
+        if pd.isna(value):
+            return ""
+        if not value.is_integer():
+            return f"{value:g}"
+        value = int(value)
+    if size and isinstance(value, int):
+        return format_size(value)
+    return str(value)

@@ -17,13 +17,11 @@ if not config:
         "(snakemake --profile local), or name one: --configfile path/to/campaign.yaml"
     )
 
-SCHEMAS = Path(workflow.basedir) / "workflow" / "schemas"
-
 try:
     # Snakemake read the files already (before this Snakefile); what its loader lets through, e.g.
     # a key given twice, is refused here with the file and line.
     campaign_config.recheck_files(workflow.overwrite_configfiles)
-    config = campaign.validate(config, SCHEMAS)
+    config = campaign.validate(config)
 except campaign_config.ConfigFileError as error:
     sys.exit(f"movebench: {error}")
 except campaign_config.ConfigError as error:

@@ -31,13 +31,13 @@ RUNNER_SOURCES = ("launch.py", "launchers/__init__.py", "launchers/process.py", 
                   "core/records.py", "core/timing.py", "core/adaptive.py", "core/memory.py", "core/p2p.py")
 
 
-def validate(config: dict, schema_dir=None, warn=None) -> dict:
+def validate(config: dict, warn=None) -> dict:
     """The campaign validated whole: the config's own checks, and the keys of the verdicts (compare_to,
     compare_noise_from, compare_thresholds, references) that the report layer owns. Raises ConfigError."""
     from movebench import config as campaign_config
     from movebench import report_verdicts
 
-    return campaign_config.validate(config, schema_dir, warn, checks=(report_verdicts.config_problems,))
+    return campaign_config.validate(config, warn, checks=(report_verdicts.config_problems,))
 
 
 def job_environment(config: dict) -> dict[str, str]:

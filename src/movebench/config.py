@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from movebench import families, spec
+from movebench import families, resources, spec
 from movebench.core.problems import ConfigError, Problem, Verbatim, key_path, schema_problems, show
 
 CAMPAIGN = "campaign"
@@ -54,15 +54,11 @@ class ConfigFileError(Exception):
     """A config file that is not a campaign: one line naming the file (and the line, for YAML)."""
 
 
-def schema_dir_default() -> Path:
-    return Path(__file__).resolve().parents[2] / "workflow" / "schemas"
-
-
-def family_schema(name: str, schema_dir: Path | None = None) -> dict:
+def family_schema(name: str) -> dict:
     """A family's config block (its package's schema.yaml) with the keys every family has."""
     block = yaml.safe_load((families.folder(name) / "schema.yaml").read_text())
     engine = copy.deepcopy(ENGINE_KEYS)
-    campaign = yaml.safe_load((Path(schema_dir or schema_dir_default()) / "config.schema.yaml").read_text())
+    campaign = yaml.safe_load(resources.schema("config").read_text())
     repetitions = copy.deepcopy(campaign["properties"][CAMPAIGN]["properties"]["repetitions"])
     repetitions.pop("default", None)
     engine["repetitions"] = {**repetitions, **engine["repetitions"]}
@@ -73,11 +69,11 @@ def family_schema(name: str, schema_dir: Path | None = None) -> dict:
     return block
 
 
-def full_schema(schema_dir: Path) -> dict:
-    """The campaign schema with one property per family."""
-    schema = yaml.safe_load((schema_dir / "config.schema.yaml").read_text())
+def full_schema() -> dict:
+    """The campaign schema (the package's schemas/config.schema.yaml) with one property per family."""
+    schema = yaml.safe_load(resources.schema("config").read_text())
     for name in families.names():
-        schema["properties"][name] = family_schema(name, schema_dir)
+        schema["properties"][name] = family_schema(name)
     return schema
 
 
@@ -308,8 +304,7 @@ def duplicate_warnings(config: dict) -> list[str]:
     return lines
 
 
-def validate(config: dict, schema_dir: Path | None = None, warn=None,
-             checks: Iterable[Callable[[dict], list[Problem]]] = ()) -> dict:
+def validate(config: dict, warn=None, checks: Iterable[Callable[[dict], list[Problem]]] = ()) -> dict:
     """The config with defaults filled in; raises ConfigError listing every problem.
 
     `warn(line)` gets what is accepted but probably not meant (default: printed to stderr). `checks` are
@@ -317,7 +312,6 @@ def validate(config: dict, schema_dir: Path | None = None, warn=None,
     check the campaign keys they own (compare_to, references: `movebench.campaign.validate`), so that this
     module depends on no report or verdict code.
     """
-    schema_dir = Path(schema_dir or schema_dir_default())
     if not isinstance(config, dict):
         raise ConfigError([("(top level)", config, "must be a mapping: `campaign:` and one section per family")])
     config = copy.deepcopy(config)
@@ -326,7 +320,7 @@ def validate(config: dict, schema_dir: Path | None = None, warn=None,
         raise ConfigError(problems)
     problems = _section_problems(config)
     problems += _renamed_problems(config)
-    problems += schema_problems(config, full_schema(schema_dir))
+    problems += schema_problems(config, full_schema())
     broken = {path.split(".")[0].split("[")[0] for path, _, _ in problems}
     if CAMPAIGN not in broken:
         problems += results_dir_problems(config[CAMPAIGN])

@@ -47,7 +47,8 @@ def overlaps(points: pd.DataFrame) -> list[dict]:
         others = json.loads(text) if isinstance(text, str) and text.startswith("[") else []
         if others:
             found.append({"point": row["point"], "with": "; ".join(
-                f"{o.get('campaign')}: {o.get('family')} {o.get('point')} (pid {o.get('pid')})" for o in others)})
+                f"{o.get('campaign')}: {o.get('family')} {o.get('point_path', o.get('point'))} (pid {o.get('pid')})"
+                for o in others)})
     return found
 
 

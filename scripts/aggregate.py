@@ -11,4 +11,5 @@ with logged(snakemake.log[0]):  # noqa: F821 - provided by Snakemake
         snakemake.params.points,  # noqa: F821
         snakemake.params.raw,  # noqa: F821
         snakemake.params.failed,  # noqa: F821
+        snakemake.params.launches,  # noqa: F821
     )

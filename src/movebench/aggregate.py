@@ -17,6 +17,7 @@ import pandas as pd
 from movebench import families
 from movebench.core import records, stats
 from movebench.core.tables import counted
+from movebench.core.task import LAUNCH, launch_path, point_path_of
 
 #: Why a point stopped measuring (core.adaptive): the same in every record of a point, kept per point in the summary.
 STOP_COLUMNS = ("stop_reason", "ci_half_width_rel", "repetitions_run")
@@ -25,9 +26,9 @@ BULKY_META = ("environment", "task", "point")
 
 
 def point_of(path: Path, family: str) -> str:
-    """The point path of a raw records file .../raw/<family>/<point>.jsonl."""
+    """The point path of a raw records file .../raw/<family>/<point>.jsonl (or <point>/launch~k.jsonl)."""
     parts = Path(path).with_suffix("").parts
-    return "/".join(parts[parts.index(family) + 1:]) if family in parts else Path(path).stem
+    return point_path_of("/".join(parts[parts.index(family) + 1:]) if family in parts else Path(path).stem)
 
 
 def load(family: str, paths) -> pd.DataFrame:
@@ -50,15 +51,19 @@ def load(family: str, paths) -> pd.DataFrame:
 
 def tidy(family: str, table: pd.DataFrame) -> pd.DataFrame:
     """Records as tables and reports read them: every axis present, and the family's derived columns."""
-    # Records written before their family gained an axis ran at the axis's implicit default (their path says so).
-    for key, value in families.load(family).implicit.items():
+    # Records written before their family gained an axis ran at the axis's implicit default (their path says so);
+    # records written before launches existed are each point's one launch, launch 0.
+    for key, value in {**families.load(family).implicit, LAUNCH: 0}.items():
         table[key] = table[key].fillna(value) if key in table else value
+    table[LAUNCH] = table[LAUNCH].astype(int)
     return families.report(family).derive(table)
 
 
 def summarize(family: str, table: pd.DataFrame) -> pd.DataFrame:
-    """One row per point and measure: n, median, mean, std, min, max, p5, p95, 95% CI of the median, and why the
-    point stopped measuring (STOP_COLUMNS; ci_half_width_rel is that of elapsed_s, the value the rule watched)."""
+    """One row per point and measure: its launches, n, median, mean, std, min, max, p5, p95, its 95% CI, the
+    between-launch share of the spread (core.stats.launch_summary: over launches when there are several, over
+    repetitions for one launch), and why the point stopped measuring (STOP_COLUMNS, of its first launch;
+    ci_half_width_rel is that of elapsed_s, the value the rule watched)."""
     fam = families.load(family)
     measures = [m.name for m in fam.measures if m.summarize and m.name in table.columns]
     rows = []
@@ -68,12 +73,14 @@ def summarize(family: str, table: pd.DataFrame) -> pd.DataFrame:
         ident.update({k: first[k] for k in fam.point_keys if k in group.columns})
         ident.update({k: first[k] for k in STOP_COLUMNS if k in group.columns})
         for measure in measures:
-            values = pd.to_numeric(group[measure], errors="coerce").dropna()
-            if values.empty:
+            values = pd.to_numeric(group[measure], errors="coerce")
+            per_launch = [v.dropna().tolist() for _, v in values.groupby(group[LAUNCH], sort=True)]
+            per_launch = [v for v in per_launch if v]
+            if not per_launch:
                 continue
             unit = fam.measure[measure]
             rows.append({**ident, "measure": measure, "unit": unit.unit, "better": unit.better,
-                         **stats.summarize(values.tolist())})
+                         **stats.launch_summary(per_launch)})
     return pd.DataFrame(rows)
 
 
@@ -94,32 +101,38 @@ def flatten_meta(meta: dict, bulky=()) -> dict:
     return flat
 
 
-def points_table(family: str, points: list[dict], raw: Path, failed: Path) -> pd.DataFrame:
-    """One row per point of the grid: status, failure, records file and flattened meta."""
+def points_table(family: str, points: list[dict], raw: Path, failed: Path, launches: int = 1) -> pd.DataFrame:
+    """One row per point of the grid: status (ok when every planned launch has records, failed when one failed,
+    else missing), failure, records file and the flattened meta of its first launch; with several launches,
+    how many are done."""
     fam = families.load(family)
     rows = []
     for point in points:
         path = families.point_path(point)
         row = {"family": family, "variant": point[fam.variant], "point": path, **point, "status": "missing",
                "records": f"raw/{family}/{path}.jsonl"}
-        records_file, meta_file, failure_file = (raw / family / f"{path}.jsonl", raw / family / f"{path}.meta.json",
-                                                 failed / family / f"{path}.json")
-        if records_file.exists():
+        launch_paths = [launch_path(path, k) for k in range(launches)]
+        done = [p for p in launch_paths if (raw / family / f"{p}.jsonl").exists()]
+        failures = [failed / family / f"{p}.json" for p in launch_paths if (failed / family / f"{p}.json").exists()]
+        meta_file = raw / family / f"{path}.meta.json"
+        if meta_file.exists():
+            row.update(flatten_meta(json.loads(meta_file.read_text()), fam.bulky_meta))
+        if len(done) == launches:
             row["status"] = "ok"
-            if meta_file.exists():
-                row.update(flatten_meta(json.loads(meta_file.read_text()), families.load(family).bulky_meta))
-        elif failure_file.exists():
-            failure = json.loads(failure_file.read_text())
+        elif failures:
+            failure = json.loads(failures[0].read_text())
             row.update(status="failed", error=failure.get("error"), returncode=failure.get("returncode"),
-                       log_tail="\n".join(failure.get("log_tail") or []), failure_file=str(failure_file))
+                       log_tail="\n".join(failure.get("log_tail") or []), failure_file=str(failures[0]))
+        if launches > 1:
+            row["launches_done"] = len(done)
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def write_tables(family: str, paths, output, grid_points: list[dict], raw, failed) -> None:
+def write_tables(family: str, paths, output, grid_points: list[dict], raw, failed, launches: int = 1) -> None:
     table = load(family, paths)
     summary = summarize(family, table)
-    points = points_table(family, grid_points, Path(raw), Path(failed))
+    points = points_table(family, grid_points, Path(raw), Path(failed), launches)
     for path in (output.records, output.parquet, output.summary, output.points):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     _atomic(output.records, lambda p: table.to_csv(p, index=False))

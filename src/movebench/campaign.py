@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import os
+import random
 import shlex
 import signal
 import sys
@@ -40,14 +41,23 @@ def validate(config: dict, warn=None) -> dict:
     return campaign_config.validate(config, warn, checks=(report_verdicts.config_problems,))
 
 
-def job_environment(config: dict) -> dict[str, str]:
-    """Variables point jobs inherit from snakemake: this Python's bin first on PATH, the config's hash."""
+def launch_order_seed(campaign: dict) -> int:
+    """The seed of the launches' order: the campaign's, else one drawn for this run (recorded either way)."""
+    seed = campaign.get("launch_order_seed")
+    return int(seed) if seed is not None else random.SystemRandom().randrange(2**31)
+
+
+def job_environment(config: dict, launch_order_seed: int | None = None) -> dict[str, str]:
+    """Variables point jobs inherit from snakemake: this Python's bin first on PATH, the config's hash, the seed of
+    the launches' order."""
     here = str(Path(sys.executable).parent)
     path = os.environ.get("PATH", "")
     env = {"MOVEBENCH_CONFIG_HASH": envinfo.config_hash(config), "MOVEBENCH_CAMPAIGN": config["campaign"]["name"],
            # looked up once here rather than in every point (0.1-0.2 s each: docs/kernels.md, fixed cost)
            "MOVEBENCH_GIT_COMMIT": envinfo.git_commit() or "",
            "MOVEBENCH_PACKAGES": json.dumps(envinfo.package_versions())}
+    if launch_order_seed is not None:
+        env["MOVEBENCH_LAUNCH_ORDER_SEED"] = str(launch_order_seed)
     if path.split(os.pathsep)[0] != here:
         env["PATH"] = os.pathsep.join([here, path]) if path else here
     return env
@@ -76,8 +86,9 @@ def runtime_minutes(campaign: dict) -> int:
 class CampaignRun:
     """The run's start and end, called from the Snakefile's onstart, onsuccess and onerror."""
 
-    def __init__(self, config: dict, grid: dict, tasks: dict):
+    def __init__(self, config: dict, grid: dict, tasks: dict, order=(), seed: int | None = None):
         self.config, self.grid, self.tasks = config, grid, tasks
+        self.order, self.seed = list(order), seed
         self.results = Path(config["campaign"]["results_dir"])
         self.services = contextlib.ExitStack()
         self.started = time.time()
@@ -121,7 +132,9 @@ class CampaignRun:
         for job in workflow.dag.needrun_jobs():
             family = job.rule.name.removesuffix("_point")
             if family in self.tasks and "point_path" in job.wildcards.keys():
-                todo.setdefault(family, []).append(self.tasks[family][job.wildcards.point_path].point)
+                point = self.tasks[family][job.wildcards.point_path].point
+                if point not in todo.setdefault(family, []):  # a point's launches are one point to admit
+                    todo[family].append(point)
         return todo
 
     def admit(self, workflow, todo: dict[str, list[dict]]) -> None:
@@ -161,6 +174,17 @@ class CampaignRun:
         except KeyboardInterrupt:
             sys.exit("movebench: interrupted while waiting for the benchmark lock; no point ran")
 
+    def write_launch_order(self, workflow) -> None:
+        """results/launch_order.json: this run's seed and the order its launches are to run in."""
+        if workflow.dryrun or self.seed is None:
+            return
+        to_run = {(job.rule.name.removesuffix("_point"), job.wildcards.point_path)
+                  for job in workflow.dag.needrun_jobs() if "point_path" in job.wildcards.keys()}
+        with contextlib.suppress(OSError):  # bookkeeping: a full disk fails the points, not this
+            records.write_json(self.results / "launch_order.json", {
+                "seed": self.seed, "started": self.started,
+                "order": [[family, path] for family, path in self.order if (family, path) in to_run]})
+
     def watch_interrupts(self) -> None:
         """Note a Ctrl-C for the end's message; Snakemake still gets its KeyboardInterrupt."""
         previous = signal.getsignal(signal.SIGINT)
@@ -186,6 +210,7 @@ class CampaignRun:
         # The run's wall time and the host's load start once the lock is ours: waiting is not the campaign's.
         self.started, self.host_load = time.time(), envinfo.HostLoad()
         self.watch_interrupts()
+        self.write_launch_order(workflow)
         services = {family: families.load(family).services(self.config[family], campaign, points)
                     for family, points in todo.items()}
         services = {family: service for family, service in services.items() if service is not None}

@@ -23,6 +23,7 @@ from movebench import campaign as campaign_run
 from movebench import cluster, families, verdict_commands
 from movebench import config as campaign_config
 from movebench import plan as planning
+from movebench.core.task import LAUNCH, launch_path
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = "config/config.yaml"
@@ -130,14 +131,21 @@ def plan(args) -> int:
     raw = Path(config["campaign"]["results_dir"])
     raw = (raw if raw.is_absolute() else ROOT / raw) / "raw"
 
-    def done(name, point):
-        return (raw / name / f"{families.point_path(point)}.jsonl").exists()
+    # Each launch of a point is a job of its own (campaign.launches): the plan counts launches as points.
+    launches = {name: planning.planned_launches(config[name]["launches"]) for name in grid}
+    by_launch = {name: [{**point, LAUNCH: k} for point in points for k in range(launches[name])]
+                 for name, points in grid.items()}
 
-    jobs = cluster.plan_jobs(grid, {name: families.load(name) for name in grid}, config["campaign"], done=done,
+    def done(name, entry):
+        point = {k: v for k, v in entry.items() if k != LAUNCH}
+        return (raw / name / f"{launch_path(families.point_path(point), entry[LAUNCH])}.jsonl").exists()
+
+    jobs = cluster.plan_jobs(by_launch, {name: families.load(name) for name in grid}, config["campaign"], done=done,
                              group_components=group_components, resources=resources,
                              runtime_override=runtime_override)
     packing = ", ".join(f"{k}={v}" for k, v in group_components.items())
-    print(f"movebench plan: campaign {config['campaign']['name']!r}, profile {args.profile}"
+    print(f"movebench plan: campaign {config['campaign']['name']!r}, profile {args.profile}, launches per point "
+          + ", ".join(f"{name} {n}" for name, n in launches.items()) + " (a launch is a job of its own)"
           + (f", {packing} points per job" if packing else "")
           + (f", --resources {' '.join(f'{k}={v}' for k, v in resources.items())}" if packing and resources else ""))
     print(cluster.format_plan(jobs, config["campaign"]))

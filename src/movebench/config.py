@@ -29,8 +29,11 @@ ENGINE_KEYS = {
     "repetitions": {"description": "Measured repetitions per point, a count or an adaptive rule; "
                                    "campaign.repetitions when absent."},
     "warmups": {"type": "integer", "minimum": 0,
-                "description": "Warm-up repetitions per point (flagged, left out of statistics); "
+                "description": "Warm-up repetitions per launch of a point (flagged, left out of statistics); "
                                "campaign.warmups when absent."},
+    # campaign.launches' schema, filled in by family_schema.
+    "launches": {"description": "Launches per point, a count or an adaptive rule; campaign.launches, else the "
+                                "family's default, when absent."},
 }
 
 #: The config keys of the factors the engine defines (movebench.spec.MPI_THREAD_LEVEL, MEMORY_MODE), in the
@@ -62,6 +65,8 @@ def family_schema(name: str) -> dict:
     repetitions = copy.deepcopy(campaign["properties"][CAMPAIGN]["properties"]["repetitions"])
     repetitions.pop("default", None)
     engine["repetitions"] = {**repetitions, **engine["repetitions"]}
+    launches = copy.deepcopy(campaign["properties"][CAMPAIGN]["properties"]["launches"])
+    engine["launches"] = {**launches, **engine["launches"]}
     block.setdefault("properties", {}).update(engine)
     for axis in families.load(name).axes:
         if axis.key in FACTOR_KEYS:
@@ -237,6 +242,11 @@ def repetitions_problems(config: dict, names) -> list:
         if rule.get("max_seconds") is not None and rule["max_seconds"] >= timeout:
             problems.append((f"{where}.repetitions.max_seconds", rule["max_seconds"],
                              f"must be below campaign.timeout = {timeout:g} s, which kills the point first"))
+    for where in (CAMPAIGN, *names):
+        rule = config[where].get("launches")
+        if isinstance(rule, dict) and rule.get("min", 2) > rule["max"]:
+            problems.append((f"{where}.launches", rule, f"min {rule['min']} is above max {rule['max']}: "
+                             "need min <= max"))
     return problems
 
 
@@ -352,6 +362,7 @@ def validate(config: dict, warn=None, checks: Iterable[Callable[[dict], list[Pro
     for name in enabled_families(config):
         for key in ("repetitions", "warmups"):
             config[name].setdefault(key, config[CAMPAIGN][key])
+        config[name].setdefault("launches", config[CAMPAIGN].get("launches", families.load(name).launches))
     return config
 
 

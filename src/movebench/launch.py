@@ -33,8 +33,9 @@ import time
 from pathlib import Path
 
 from movebench import families, launchers, machine
-from movebench.core import envinfo, records
-from movebench.core.task import Task
+from movebench.core import envinfo, records, stats
+from movebench.core.tables import counted
+from movebench.core.task import Task, launch_path
 from movebench.core.transport import TransportLog
 from movebench.launchers.mpi import ShmWatch
 from movebench.launchers.process import stop_group
@@ -211,6 +212,40 @@ def _say(line: str, stream=None) -> None:
         print(line, file=stream or sys.stdout, flush=True)
 
 
+def _int_or_none(text):
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def launch_not_needed(task: Task, out: Path, where: str) -> str | None:
+    """Why this launch need not run, or None: under an adaptive rule `launches: {min, max, ci_target}`, a launch
+    past `min` whose point's earlier launches (all there) already give a launch-level 95% CI of the elapsed time
+    within `ci_target` of the estimate."""
+    rule = task.launches
+    if not isinstance(rule, dict) or task.launch < rule.get("min", 2):
+        return None
+    raw = Path(str(out)[: -len(f"{where}.jsonl")])
+    point_path = families.point_path(task.point)
+    values = []
+    for k in range(task.launch):
+        path = raw / f"{launch_path(point_path, k)}.jsonl"
+        if not path.exists():
+            return None  # an earlier launch has not finished (or ran elsewhere): measure
+        values.append([r["elapsed_s"] for r in counted(records.read_jsonl(path)) if r.get("elapsed_s")])
+    values = [v for v in values if v]
+    if len(values) < 2:
+        return None
+    summary = stats.launch_summary(values)
+    half = (summary["ci_high"] - summary["ci_low"]) / 2 / summary["median"] if summary["median"] else None
+    target = rule.get("ci_target", 0.1)
+    if half is not None and half <= target:
+        return (f"launches.ci_target {target:g} reached after {len(values)} launches (half-width "
+                f"{half:.3f} of the estimate)")
+    return None
+
+
 def run_point(args) -> int:
     signals = _Signals()
     try:
@@ -225,12 +260,24 @@ def _run_point(args, signals: _Signals) -> int:
     family, point = task.family, task.point
     runtime = launchers.runtime(task)
     point_path = families.point_path(point)
+    where = launch_path(point_path, task.launch)
     out, meta_out, failed = Path(args.out), Path(args.meta), Path(args.failed)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp_out = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     tmp_meta = meta_out.with_name(f".{meta_out.name}.{os.getpid()}.tmp")
     task_path = out.with_name(f".{out.name}.{os.getpid()}.task.json")
     try:
+        enough = launch_not_needed(task, out, where)
+        if enough:
+            with _writing(meta_out):
+                records.write_json(meta_out, {"family": family, "point": point, "launch": task.launch,
+                                              "launches": task.launches, "skipped": enough, "config_hash":
+                                              args.config_hash, "campaign": args.campaign})
+            with _writing(out):
+                records.write_jsonl(out, [])
+            failed.unlink(missing_ok=True)
+            _say(f"movebench: {family} {where}: not run: {enough}")
+            return 0
         with _writing(task_path):
             kernel_task = write_task(task, task_path, tmp_out, tmp_meta)
         argv = runtime.command(kernel_task, task_path, args.launcher)
@@ -283,7 +330,8 @@ def _run_point(args, signals: _Signals) -> int:
             meta = json.loads(tmp_meta.read_text()) if tmp_meta.exists() else {}
             meta.update(launch_start=started, launch_end=ended, launch_wall_s=ended - started,
                         launcher=args.launcher, command=shlex.join(argv), config_hash=args.config_hash,
-                        campaign=args.campaign, task=task.to_dict(),
+                        campaign=args.campaign, task=task.to_dict(), launch=task.launch, launches=task.launches,
+                        launch_order_seed=_int_or_none(os.environ.get("MOVEBENCH_LAUNCH_ORDER_SEED")),
                         overlapped_with=overlapped, shm_segments_removed=leftovers)
             if runtime.is_mpi:
                 meta["transport"] = run.transport.summary()
@@ -291,15 +339,16 @@ def _run_point(args, signals: _Signals) -> int:
                 records.write_json(meta_out, meta)
             os.replace(tmp_out, out)
             failed.unlink(missing_ok=True)
-            _say(f"movebench: {family} {point_path}: {len(recs)} records in {ended - started:.1f} s")
+            _say(f"movebench: {family} {where}: {len(recs)} records in {ended - started:.1f} s")
             return 0
         with _writing(failed):
             records.write_json(failed, {
-                "family": family, "point_path": point_path, **point, "ok": False, "error": reason,
+                "family": family, "point_path": point_path, "launch": task.launch, **point, "ok": False,
+                "error": reason,
                 "returncode": rc, "start": started, "end": ended, "command": shlex.join(argv),
                 "log_tail": list(run.tail) if run else [], "config_hash": args.config_hash, "records": recs,
                 "overlapped_with": overlapped, "shm_segments_removed": leftovers})
-        _say(f"movebench: {family} {point_path} FAILED: {reason}", sys.stderr)
+        _say(f"movebench: {family} {where} FAILED: {reason}", sys.stderr)
         return 1
     finally:
         for leftover in (tmp_out, tmp_meta, task_path):

@@ -129,6 +129,8 @@ class Family:
     kernel_sources: tuple[str, ...] = ("kernel.py",)
     #: meta keys too large or too nested for the points table (one row per point); they stay in the .meta.json.
     bulky_meta: tuple[str, ...] = ()
+    #: launches per point when neither the family's section nor the campaign says (the unit of replication)
+    launches: int = 3
 
     # --- the grid ---
 
@@ -204,10 +206,13 @@ class Family:
         return Task(family=self.name, variant=point[self.variant], point=point, settings=settings,
                     repetitions=repetitions, warmups=warmups, ranks=ranks, nodes=nodes)
 
-    def planned_task(self, point: dict, section: dict, campaign: dict) -> Task:
-        """The task of a point of a validated campaign: settings from the section, its repetitions and warm-ups."""
-        return self.task(point, self.kernel_settings(point, section, campaign), section["repetitions"],
+    def planned_task(self, point: dict, section: dict, campaign: dict, launch: int = 0) -> Task:
+        """The task of one launch of a point of a validated campaign: settings from the section, its repetitions,
+        warm-ups and launches."""
+        task = self.task(point, self.kernel_settings(point, section, campaign), section["repetitions"],
                          section["warmups"])
+        task.launch, task.launches = launch, section.get("launches", 1)
+        return task
 
     def placement(self, point: dict) -> tuple[int, int]:
         """(ranks or processes, nodes) the launcher starts for this point."""

@@ -31,7 +31,8 @@ rule aggregate:
         "../envs/report.yaml"
     params:
         family=lambda w: w.family,
-        points=lambda w: [task.point for task in TASKS[w.family].values()],
+        points=lambda w: GRID[w.family],
+        launches=lambda w: plan.planned_launches(config[w.family]["launches"]),
         raw=RAW,
         failed=FAILED,
     script:

@@ -12,14 +12,18 @@ FAILED = f"{RESULTS}/failed"
 LOGS = f"{RESULTS}/logs"
 TABLES = f"{RESULTS}/tables"
 GRID = plan.grid(config)
-# Family -> point path -> the point's task (the point, the kernel's settings, repetitions, ...).
+# Family -> launch path -> the launch's task (the point, the kernel's settings, repetitions, launch, ...).
 TASKS = plan.tasks(config, GRID)
+# The launches' order: round by round, shuffled within a round (the seed is recorded with the run).
+LAUNCH_ORDER_SEED = campaign.launch_order_seed(CAMPAIGN)
+LAUNCH_ORDER = plan.launch_order(TASKS, LAUNCH_ORDER_SEED)
+PRIORITY = plan.priorities(LAUNCH_ORDER)
 PACKAGE = Path(workflow.basedir) / "src" / "movebench"
 
 # Jobs run the Python (and the mpich wheel's mpiexec) that runs snakemake, whatever PATH the user
 # has; a conda environment (--sdm conda) is activated in the job's shell, in front of this. The
 # config hash and campaign name go to each point's meta without a changed config rerunning points.
-os.environ.update(campaign.job_environment(config))
+os.environ.update(campaign.job_environment(config, LAUNCH_ORDER_SEED))
 
 
 wildcard_constraints:
@@ -70,7 +74,7 @@ LAUNCH = (
     " --failed {params.failed:q} > {log:q} 2>&1"
 )
 
-CAMPAIGN_RUN = campaign.CampaignRun(config, GRID, TASKS)
+CAMPAIGN_RUN = campaign.CampaignRun(config, GRID, TASKS, LAUNCH_ORDER, LAUNCH_ORDER_SEED)
 CAMPAIGN_RUN.watch(workflow)
 
 

@@ -1,4 +1,5 @@
-# One rule per family, `<family>_point`: one job per point, the point's task found by its path.
+# One rule per family, `<family>_point`: one job per launch of a point, its task found by its path; the
+# launches run in LAUNCH_ORDER (the scheduler starts the ready job of highest priority first).
 
 
 for family in GRID:
@@ -15,6 +16,7 @@ for family in GRID:
             f"{LOGS}/{family}/{{point_path}}.log",
         group:
             family
+        priority: lambda w: PRIORITY[family][w.point_path]
         conda:
             str(families.folder(family) / "environment.yaml")
         resources:

@@ -80,11 +80,13 @@ def write(task: Task, recs: list[dict], **meta) -> None:
     """
     from movebench.core import envinfo  # rank 0 only: the other ranks never pay its imports
 
+    for rec in recs:
+        rec["launch"] = task.launch
     try:
         records.write_jsonl(task.out, recs)
         if task.meta:
             captured = envinfo.capture(family=task.family, variant=task.variant, point=task.point,
-                                       settings=task.settings, kernel_end=time.time(), **meta)
+                                       settings=task.settings, launch=task.launch, kernel_end=time.time(), **meta)
             records.write_json(task.meta, captured)
     except OSError as exc:
         if exc.errno not in (errno.ENOSPC, errno.EDQUOT):

@@ -28,6 +28,11 @@ class Task:
     #: processes the launcher starts, and the nodes they span
     ranks: int
     nodes: int
+    #: which of the point's launches this is (0, 1, ...): every record carries it
+    launch: int = 0
+    #: the point's launches: a count, or the adaptive rule {min, max, ci_target} (launch skips a launch the
+    #: rule no longer needs)
+    launches: int | dict = 1
     #: where the kernel writes its records and meta; set by launch, empty in the plan
     out: str = ""
     meta: str = ""
@@ -49,9 +54,26 @@ class Task:
         return RepetitionPolicy.from_config(self.repetitions)
 
     def to_dict(self) -> dict:
-        """The JSON form; `out` and `meta` only once launch has set them (the plan's form has neither)."""
+        """The JSON form; `out` and `meta` only once launch has set them (the plan's form has neither), and the
+        launch fields only for a point measured in several launches, so that a one-launch point's task (the
+        rule's params, a rerun trigger) is what it was before launches existed."""
         data = asdict(self)
-        for key in ("out", "meta"):
-            if not data[key]:
+        for key, empty in (("out", ""), ("meta", ""), ("launch", 0), ("launches", 1)):
+            if data[key] == empty:
                 del data[key]
         return data
+
+
+#: the segment a launch adds to its point's path (launch 0 adds none)
+LAUNCH = "launch"
+
+
+def launch_path(point_path: str, launch: int) -> str:
+    """The path of a point's launch: the point's own for launch 0, `<point path>/launch~k` after."""
+    return point_path if launch == 0 else f"{point_path}/{LAUNCH}~{launch}"
+
+
+def point_path_of(path: str) -> str:
+    """The point's path from a launch's path (its `launch~k` segment left out)."""
+    head, _, last = path.rpartition("/")
+    return head if last.startswith(f"{LAUNCH}~") and head else path

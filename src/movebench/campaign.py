@@ -22,7 +22,7 @@ from pathlib import Path
 
 from movebench import admission, cluster, families, launchers, machine
 from movebench.core import envinfo, records
-from movebench.core.task import Task
+from movebench.core.task import Task, point_path_of
 
 PACKAGE = Path(__file__).resolve().parent
 #: Shared code every point runs through: its change reruns every point (families add their kernel files).
@@ -271,17 +271,24 @@ class CampaignRun:
                       file=sys.stderr)
         return done
 
-    def counts(self) -> tuple[int, int]:
-        """(points with records, points of the grid)."""
+    def counts(self) -> tuple[int, int, str]:
+        """(points whose every launch has records, points of the grid, "" or " (k of n launches)" when points have
+        several launches)."""
         raw = self.results / "raw"
-        paths = [raw / family / f"{path}.jsonl" for family, tasks in self.tasks.items() for path in tasks]
-        return sum(p.exists() for p in paths), len(paths)
+        launches: dict[tuple[str, str], list[bool]] = {}
+        for family, tasks in self.tasks.items():
+            for path in tasks:
+                launches.setdefault((family, point_path_of(path)), []).append((raw / family / f"{path}.jsonl").exists())
+        done = sum(all(found) for found in launches.values())
+        several = any(len(found) > 1 for found in launches.values())
+        runs = [f for found in launches.values() for f in found]
+        return done, len(launches), f" ({sum(runs)} of {len(runs)} launches)" if several else ""
 
     def partial_report(self) -> None:
         """A failed run: the report from whatever records exist, every failed and missing point listed."""
         from movebench import report
 
-        done, total = self.counts()
+        done, total, of_launches = self.counts()
         free = admission.free_bytes(self.results)[0]
         try:
             path = report.render_partial(self.config, self.grid)
@@ -290,11 +297,11 @@ class CampaignRun:
             where = f"no partial report ({exc.strerror if isinstance(exc, OSError) else exc})"
         if free < admission.RESULTS_BASE_BYTES:
             print(f"movebench: the filesystem of {self.results} is full ({admission.gib(free)} free): "
-                  f"{done} of {total} points have records and are kept; free space there and run the same "
-                  f"command again to run the {total - done} left; {where}", file=sys.stderr)
+                  f"{done} of {total} points have records{of_launches} and are kept; free space there and run the "
+                  f"same command again to run the {total - done} left; {where}", file=sys.stderr)
         elif self.interrupted:
-            print(f"movebench: interrupted: {done} of {total} points have records and are kept; the same "
-                  f"command runs the {total - done} left; {where}", file=sys.stderr)
+            print(f"movebench: interrupted: {done} of {total} points have records{of_launches} and are kept; the "
+                  f"same command runs the {total - done} left; {where}", file=sys.stderr)
         else:
-            print(f"movebench: some points failed or did not run ({done} of {total} have records); {where}",
-                  file=sys.stderr)
+            print(f"movebench: some points failed or did not run ({done} of {total} have records{of_launches}); "
+                  f"{where}", file=sys.stderr)

@@ -11,7 +11,7 @@ from movebench.core.records import read_jsonl
 pytestmark = pytest.mark.pipeline
 
 CAMPAIGN = {
-    "campaign": {"name": "adaptive", "results_dir": "results", "warmups": 1, "timeout": 60,
+    "campaign": {"name": "adaptive", "results_dir": "results", "launches": 1, "warmups": 1, "timeout": 60,
                  "repetitions": {"min": 2, "max": 3, "ci_target": 1e-9}},  # a target no point meets: all stop at max
     "shuffle": {"patterns": ["uni", "bidi"], "ranks": [2], "message_sizes": ["4KiB"], "windows": [4],
                 "iterations": 5},

@@ -25,6 +25,7 @@ def test_a_small_io_campaign_end_to_end(campaign, azurite, monkeypatch, tmp_path
             "campaign": {
                 "name": "io-pipeline",
                 "results_dir": "results",
+                "launches": 1,
                 "repetitions": 2,
                 "warmups": 1,
                 "timeout": 120,
@@ -65,7 +66,7 @@ def test_plain_snakemake_starts_and_stops_azurite_for_the_blob_points(campaign, 
         pytest.skip(azurite_service.node_missing())
     monkeypatch.delenv(io_family.AZURITE_ENV, raising=False)
     workdir = campaign({
-        "campaign": {"name": "io-plain", "results_dir": "results", "repetitions": 2, "warmups": 0, "timeout": 120},
+        "campaign": {"name": "io-plain", "results_dir": "results", "launches": 1, "repetitions": 2, "warmups": 0, "timeout": 120},
         "io": {"patterns": ["sfmw"], "backends": ["posix", "blob"], "size_per_proc": ["64KiB"], "ranks": [2],
                "posix": {"path": str(tmp_path / "target")}, "blob": {"emulator": "azurite"}},
     })

@@ -57,7 +57,7 @@ print(json.dumps({"bad": bad, "tasks": {path: task.to_dict() for path, task in t
 def test_the_sixth_family_runs_through_snakemake_and_reaches_the_report(sixth, tmp_path):
     work = tmp_path / "work"
     work.mkdir()
-    config = {"campaign": {"name": "sixth", "results_dir": "results", "repetitions": 3, "warmups": 1},
+    config = {"campaign": {"name": "sixth", "results_dir": "results", "launches": 1, "repetitions": 3, "warmups": 1},
               "pingpong": {"message_sizes": [8], "iterations": 50}}
     (work / "config.yaml").write_text(yaml.safe_dump(config))
     snakemake(work, "--cores", "2")

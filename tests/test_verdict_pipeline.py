@@ -16,7 +16,7 @@ pytestmark = pytest.mark.pipeline
 
 # dense 100x100 is the Dagger study's lightweight case (published.yaml shows it); 10 repetitions per point
 AA = {
-    "campaign": {"name": "aa", "repetitions": 10, "warmups": 2, "timeout": 120},
+    "campaign": {"name": "aa", "launches": 1, "repetitions": 10, "warmups": 2, "timeout": 120},
     "bcast": {"kinds": ["dense"], "methods": ["pickle", "buffer"], "shapes": [[100, 100]], "dtypes": ["float64"],
               "ranks": [2], "nodes": [1]},
 }

@@ -10,7 +10,8 @@ from conftest import PYTHON, ROOT, snakemake
 from movebench.core.records import read_jsonl
 
 TINY = {
-    "campaign": {"name": "tiny-bcast", "results_dir": "results", "launches": 1, "repetitions": 3, "warmups": 1, "timeout": 60},
+    "campaign": {"name": "tiny-bcast", "results_dir": "results",
+                 "launches": 1, "repetitions": 3, "warmups": 1, "timeout": 60},
     "bcast": {
         "kinds": ["dense", "sparse"],
         "methods": ["pickle", "buffer"],

@@ -25,11 +25,13 @@ from movebench.services import azurite as azurite_service
 
 pytestmark = pytest.mark.pipeline
 
-TINY = {"campaign": {"name": "tiny", "results_dir": "results", "launches": 1, "repetitions": 2, "warmups": 0, "timeout": 60},
+TINY = {"campaign": {"name": "tiny", "results_dir": "results",
+                     "launches": 1, "repetitions": 2, "warmups": 0, "timeout": 60},
         "shuffle": {"patterns": ["uni"], "ranks": [2], "message_sizes": ["1KiB", "2KiB", "4KiB"], "windows": [2],
                     "iterations": 3}}
 # Points of about two seconds each: long enough to be interrupted inside, short enough for a test.
-SLOW = {"campaign": {"name": "slow", "results_dir": "results", "launches": 1, "repetitions": 3, "warmups": 1, "timeout": 60},
+SLOW = {"campaign": {"name": "slow", "results_dir": "results",
+                     "launches": 1, "repetitions": 3, "warmups": 1, "timeout": 60},
         "shuffle": {"patterns": ["uni"], "ranks": [2], "message_sizes": ["1KiB", "2KiB", "4KiB", "8KiB"],
                     "windows": [4], "iterations": "auto", "repetition_time": 0.4}}
 

@@ -66,7 +66,8 @@ def test_plain_snakemake_starts_and_stops_azurite_for_the_blob_points(campaign, 
         pytest.skip(azurite_service.node_missing())
     monkeypatch.delenv(io_family.AZURITE_ENV, raising=False)
     workdir = campaign({
-        "campaign": {"name": "io-plain", "results_dir": "results", "launches": 1, "repetitions": 2, "warmups": 0, "timeout": 120},
+        "campaign": {"name": "io-plain", "results_dir": "results",
+                     "launches": 1, "repetitions": 2, "warmups": 0, "timeout": 120},
         "io": {"patterns": ["sfmw"], "backends": ["posix", "blob"], "size_per_proc": ["64KiB"], "ranks": [2],
                "posix": {"path": str(tmp_path / "target")}, "blob": {"emulator": "azurite"}},
     })

@@ -103,16 +103,20 @@ def test_an_adaptive_rule_skips_a_launch_once_the_earlier_ones_are_precise_enoug
     task = Task("shuffle", "uni", point, {}, 3, 1, 2, 1, launch=2, launches=rule)
     out = raw / f"{launch_path('pattern~uni', 2)}.jsonl"
     _records(raw / "pattern~uni.jsonl", [1.00, 1.01, 0.99])
-    assert launch.launch_not_needed(task, out, launch_path("pattern~uni", 2)) is None  # launch 1 not there yet
+    assert launch.adaptive_launch(task, out, launch_path("pattern~uni", 2)) == (None, None)  # launch 1 not there
     _records(raw / "pattern~uni" / "launch~1.jsonl", [1.30, 1.31, 1.29])
-    assert launch.launch_not_needed(task, out, launch_path("pattern~uni", 2)) is None  # 2 launches 30% apart
+    assert launch.adaptive_launch(task, out, launch_path("pattern~uni", 2))[0] is None  # 2 launches 30% apart
+    for meta in ("pattern~uni.meta.json", "pattern~uni/launch~1.meta.json"):
+        records.write_json(raw / meta, {"launch_wall_s": 10.0})
+    # the spread is between launches and a launch costs 7 s of 3 s repetitions: one repetition per launch
+    assert launch.adaptive_launch(task, out, launch_path("pattern~uni", 2)) == (None, 1)
     _records(raw / "pattern~uni" / "launch~1.jsonl", [1.001, 1.0, 1.002])
-    why = launch.launch_not_needed(task, out, launch_path("pattern~uni", 2))
+    why, _ = launch.adaptive_launch(task, out, launch_path("pattern~uni", 2))
     assert why and why.startswith("launches.ci_target 0.05 reached after 2 launches")
     below_min = Task("shuffle", "uni", point, {}, 3, 1, 2, 1, launch=1, launches=rule)
-    assert launch.launch_not_needed(below_min, out, launch_path("pattern~uni", 1)) is None
+    assert launch.adaptive_launch(below_min, out, launch_path("pattern~uni", 1)) == (None, None)
     fixed = Task("shuffle", "uni", point, {}, 3, 1, 2, 1, launch=2, launches=3)
-    assert launch.launch_not_needed(fixed, out, launch_path("pattern~uni", 2)) is None
+    assert launch.adaptive_launch(fixed, out, launch_path("pattern~uni", 2)) == (None, None)
 
 
 @pytest.mark.pipeline

@@ -44,7 +44,8 @@ POINTS_ONLY = ["--omit-from", "aggregate"]
 
 def campaign_config(workdir: Path) -> dict:
     return {
-        "campaign": {"name": "multinode", "results_dir": "results", "launches": 1, "repetitions": 3, "warmups": 1, "timeout": 120},
+        "campaign": {"name": "multinode", "results_dir": "results",
+                     "launches": 1, "repetitions": 3, "warmups": 1, "timeout": 120},
         "shuffle": {"patterns": ["alltoall", "shuffle"], "ranks": [4], "nodes": [2, 4], "message_sizes": ["64KiB"],
                     "windows": [8], "iterations": 5, "tuples_per_rank": 2000, "tuple_size": 32, "skew": [0]},
         "bcast": {"kinds": ["dense"], "methods": ["buffer"], "shapes": [[100, 100]], "dtypes": ["float64"],
@@ -172,7 +173,8 @@ def test_io_on_a_path_each_node_has_its_own_fails_at_once_and_says_why(four_node
 def test_shaped_link_two_node_uni_lands_at_80_to_100_percent_of_the_rate(four_nodes, tmp_path):
     # The ground truth: the links shaped to 1 Gbit/s (125 MB/s; TCP payload tops out at 1448/1514 = 95.6% of it
     # on 1500-byte frames), the shuffle kernel's osu_bw between two nodes through the campaign's own path.
-    config = {"campaign": {"name": "ground-truth", "results_dir": "results", "launches": 1, "repetitions": 5, "warmups": 1,
+    config = {"campaign": {"name": "ground-truth", "results_dir": "results",
+                           "launches": 1, "repetitions": 5, "warmups": 1,
                            "timeout": 120},
               "shuffle": {"patterns": ["uni"], "ranks": [2], "nodes": [2], "message_sizes": ["1MiB", "4MiB"],
                           "windows": [8], "iterations": 3, "tuples_per_rank": 2000, "tuple_size": 32, "skew": [0]}}
@@ -200,7 +202,8 @@ def test_a_node_whose_slurmd_dies_mid_campaign_fails_its_point_and_a_rerun_compl
     # Two 2-node points side by side on the 4 nodes. The links shaped to 100 Mbit/s make the 1 MiB point last
     # about a minute: long enough for the controller to declare its node dead while it runs (SlurmdTimeout=20);
     # unshaped, for the rerun, it takes a second.
-    config = {"campaign": {"name": "node-failure", "results_dir": "results", "launches": 1, "repetitions": 3, "warmups": 1,
+    config = {"campaign": {"name": "node-failure", "results_dir": "results",
+                           "launches": 1, "repetitions": 3, "warmups": 1,
                            "timeout": 240},
               "shuffle": {"patterns": ["uni"], "ranks": [2], "nodes": [2], "message_sizes": ["64KiB", "1MiB"],
                           "windows": [8], "iterations": 24, "tuples_per_rank": 2000, "tuple_size": 32, "skew": [0]}}

@@ -13,7 +13,8 @@ from movebench.core.records import read_jsonl
 pytestmark = pytest.mark.pipeline
 
 TINY = {
-    "campaign": {"name": "tiny", "results_dir": "results", "launches": 1, "repetitions": 3, "warmups": 1, "timeout": 60},
+    "campaign": {"name": "tiny", "results_dir": "results",
+                 "launches": 1, "repetitions": 3, "warmups": 1, "timeout": 60},
     "shuffle": {"patterns": ["uni", "bidi", "shuffle"], "ranks": [2], "message_sizes": ["4KiB"], "windows": [4],
                 "iterations": 5, "tuples_per_rank": 2000, "tuple_size": 32, "skew": [0]},
 }

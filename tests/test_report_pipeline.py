@@ -17,7 +17,8 @@ pytestmark = pytest.mark.pipeline
 
 KiB = 1024
 CAMPAIGN = {
-    "campaign": {"name": "bounded", "results_dir": "results", "launches": 1, "repetitions": 6, "warmups": 1, "timeout": 120},
+    "campaign": {"name": "bounded", "results_dir": "results",
+                 "launches": 1, "repetitions": 6, "warmups": 1, "timeout": 120},
     "calibration": {"probes": ["memcpy", "fio"], "ranks": [2], "memcpy_sizes": ["4KiB", "64KiB"],
                     "repetition_time": 0.01, "fio_patterns": ["sfmw"], "fio_sizes": ["1MiB"]},
     "shuffle": {"patterns": ["uni", "bidi"], "ranks": [2], "message_sizes": ["4KiB", "64KiB"], "windows": [1, 4],

@@ -18,7 +18,8 @@ from conftest import PYTHON, ROOT
 pytestmark = pytest.mark.pipeline
 
 CONFIG = {
-    "campaign": {"name": "reruns", "results_dir": "results", "launches": 1, "repetitions": 2, "warmups": 0, "timeout": 60},
+    "campaign": {"name": "reruns", "results_dir": "results",
+                 "launches": 1, "repetitions": 2, "warmups": 0, "timeout": 60},
     "shuffle": {"patterns": ["uni"], "ranks": [2], "message_sizes": ["1KiB", "2KiB"], "windows": [2],
                 "iterations": 3},
     "bcast": {"kinds": ["dense"], "methods": ["buffer", "p2p"], "shapes": [[16, 16]], "ranks": [2]},

@@ -27,7 +27,8 @@ from movebench.core.records import read_jsonl
 pytestmark = [pytest.mark.slurm, pytest.mark.skipif(sys.platform != "linux", reason="Linux only")]
 
 TINY = {
-    "campaign": {"name": "tiny-slurm", "results_dir": "results", "launches": 1, "repetitions": 3, "warmups": 1, "timeout": 60},
+    "campaign": {"name": "tiny-slurm", "results_dir": "results",
+                 "launches": 1, "repetitions": 3, "warmups": 1, "timeout": 60},
     "shuffle": {
         "patterns": ["uni", "alltoall"],
         "ranks": [2],
@@ -249,7 +250,8 @@ def test_grouped_points_share_one_allocation_one_after_another(slurm_cluster, tm
 
 
 KV_ONE_NODE = {
-    "campaign": {"name": "kv-slurm", "results_dir": "results", "launches": 1, "repetitions": 2, "warmups": 1, "timeout": 120},
+    "campaign": {"name": "kv-slurm", "results_dir": "results",
+                 "launches": 1, "repetitions": 2, "warmups": 1, "timeout": 120},
     "kv": {
         "operations": ["put"],
         "nodes": [1],

@@ -19,8 +19,10 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import dataclasses
 import errno
 import json
+import math
 import os
 import select
 import shlex
@@ -219,31 +221,58 @@ def _int_or_none(text):
         return None
 
 
-def launch_not_needed(task: Task, out: Path, where: str) -> str | None:
-    """Why this launch need not run, or None: under an adaptive rule `launches: {min, max, ci_target}`, a launch
-    past `min` whose point's earlier launches (all there) already give a launch-level 95% CI of the elapsed time
-    within `ci_target` of the estimate."""
-    rule = task.launches
-    if not isinstance(rule, dict) or task.launch < rule.get("min", 2):
-        return None
+def earlier_launches(task: Task, out: Path, where: str) -> list[tuple[list[dict], dict]] | None:
+    """The (records, meta) of the point's launches before this one, or None when one has not finished (on a
+    cluster launches may run side by side)."""
     raw = Path(str(out)[: -len(f"{where}.jsonl")])
     point_path = families.point_path(task.point)
-    values = []
+    found = []
     for k in range(task.launch):
         path = raw / f"{launch_path(point_path, k)}.jsonl"
         if not path.exists():
-            return None  # an earlier launch has not finished (or ran elsewhere): measure
-        values.append([r["elapsed_s"] for r in counted(records.read_jsonl(path)) if r.get("elapsed_s")])
+            return None
+        meta_path = path.with_name(path.name.removesuffix(".jsonl") + ".meta.json")
+        meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+        found.append((records.read_jsonl(path), meta))
+    return found
+
+
+def adaptive_launch(task: Task, out: Path, where: str) -> tuple[str | None, int | None]:
+    """Under an adaptive rule `launches: {min, max, ci_target}`, for a launch past `min` whose point's earlier
+    launches have all finished: (why it need not run, None) when their launch-level 95% CI of the elapsed time is
+    already within `ci_target` of the estimate; else (None, the repetitions this launch should run), chosen from
+    the measured variance components and costs (Kalibera and Jones, ISMM 2013: repetitions per launch
+    r = sqrt(c_launch / c_repetition x var_within / var_between), at least 1 and at most the configured count).
+    (None, None) when the rule does not apply."""
+    rule = task.launches
+    if not isinstance(rule, dict) or task.launch < rule.get("min", 2):
+        return None, None
+    earlier = earlier_launches(task, out, where)
+    if earlier is None:
+        return None, None
+    values = [[r["elapsed_s"] for r in counted(recs) if r.get("elapsed_s")] for recs, _ in earlier]
     values = [v for v in values if v]
     if len(values) < 2:
-        return None
+        return None, None
     summary = stats.launch_summary(values)
     half = (summary["ci_high"] - summary["ci_low"]) / 2 / summary["median"] if summary["median"] else None
     target = rule.get("ci_target", 0.1)
     if half is not None and half <= target:
         return (f"launches.ci_target {target:g} reached after {len(values)} launches (half-width "
-                f"{half:.3f} of the estimate)")
-    return None
+                f"{half:.3f} of the estimate)"), None
+    if not isinstance(task.repetitions, int):
+        return None, None  # an adaptive repetitions rule decides within the launch
+    rep_s = sum(sum(v) for v in values) / sum(len(v) for v in values)
+    walls = [meta.get("launch_wall_s") for _, meta in earlier if meta.get("launch_wall_s")]
+    timed = [sum(r.get("elapsed_s") or 0 for r in recs) for recs, meta in earlier if meta.get("launch_wall_s")]
+    within, between = summary.get("sd_within_log"), summary.get("sd_between_log")
+    if not walls or not rep_s or not within or between is None:
+        return None, None
+    launch_s = max(0.0, sum(walls) / len(walls) - sum(timed) / len(timed))
+    if between <= 0:
+        return None, task.repetitions
+    best = math.sqrt(launch_s / rep_s * within**2 / between**2)
+    return None, max(1, min(task.repetitions, round(best)))
 
 
 def run_point(args) -> int:
@@ -267,7 +296,11 @@ def _run_point(args, signals: _Signals) -> int:
     tmp_meta = meta_out.with_name(f".{meta_out.name}.{os.getpid()}.tmp")
     task_path = out.with_name(f".{out.name}.{os.getpid()}.task.json")
     try:
-        enough = launch_not_needed(task, out, where)
+        enough, repetitions = adaptive_launch(task, out, where)
+        if repetitions is not None and repetitions != task.repetitions:
+            _say(f"movebench: {family} {where}: {repetitions} repetitions in this launch (of {task.repetitions}): "
+                 "more launches buy more precision than repetitions here (Kalibera and Jones)")
+            task = dataclasses.replace(task, repetitions=repetitions)
         if enough:
             with _writing(meta_out):
                 records.write_json(meta_out, {"family": family, "point": point, "launch": task.launch,

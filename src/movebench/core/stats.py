@@ -9,6 +9,7 @@ flagged by `ci_exact = False`.
 
 from __future__ import annotations
 
+import functools
 import math
 
 SUMMARY_FIELDS = ("n", "median", "mean", "std", "min", "max", "p5", "p95", "ci_low", "ci_high", "ci_exact")
@@ -100,6 +101,7 @@ def t_sf(t: float, df: float) -> float:
     return tail if t >= 0 else 1 - tail
 
 
+@functools.lru_cache(maxsize=1024)
 def t_quantile(q: float, df: float) -> float:
     """The q-quantile of Student's t with `df` degrees of freedom (bisection on `t_sf`, to 1e-12)."""
     if not 0 < q < 1:

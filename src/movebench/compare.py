@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
@@ -22,7 +22,15 @@ import pandas as pd
 from movebench import resources
 from movebench.core import envinfo
 from movebench.core.tables import counted
-from movebench.core.verdict import ALPHA, DEFAULT_THRESHOLD, MIN_REPETITIONS, compare_samples, verdict
+from movebench.core.verdict import (
+    ALPHA,
+    DEFAULT_THRESHOLD,
+    MIN_REPETITIONS,
+    compare_launches,
+    compare_samples,
+    pooled_launch_variance,
+    verdict,
+)
 from movebench.core.verdict import direction as direction_by_name
 
 ONLY_BASE, ONLY_NEW, NOT_COMPARABLE = "only in base", "only in new", "not comparable"
@@ -31,8 +39,10 @@ VERDICT_ORDER = ("regressed", NOT_COMPARABLE, ONLY_BASE, ONLY_NEW, "inconclusive
 #: Fingerprint keys that make two runs different experiments rather than two runs of one.
 INCOMPARABLE_KEYS = ("mpi_library", "cpu_model")
 COLUMNS = ("family", "variant", "point", "measure", "better", "threshold", "n_base", "n_new", "median_base",
-           "median_new", "ratio", "ci_low", "ci_high", "p_value", "verdict", "comparable", "differs",
-           "differs_detail", "note", "point_new")
+           "median_new", "ratio", "ci_low", "ci_high", "p_value", "launches_base", "launches_new", "unit", "mdc",
+           "mdc_double", "verdict", "comparable", "differs", "differs_detail", "note", "point_new")
+#: What a one-launch row's interval is worth (its `unit` is "repetitions").
+ONE_LAUNCH = "one launch: the interval is within one launch; a relaunch moves figures more"
 #: Record fields that say how much work a repetition did: a time of different work is not comparable
 #: (shuffle's `iterations: auto` calibrates a loop count per run; its bandwidth stays comparable).
 WORK_KEYS = ("iterations", "bytes")
@@ -324,6 +334,30 @@ def _values(group: pd.DataFrame | None, measure: str) -> list[float]:
     return pd.to_numeric(group[measure], errors="coerce").dropna().tolist()
 
 
+def launch_index(group: pd.DataFrame) -> pd.Series:
+    """Each record's launch: its `launch` column, 0 where it has none (records written before launches)."""
+    if "launch" not in group.columns:
+        return pd.Series(0, index=group.index, dtype=int)
+    return pd.to_numeric(group["launch"], errors="coerce").fillna(0).astype(int)
+
+
+def _launch_values(group: pd.DataFrame | None, measure: str) -> list[list[float]]:
+    """A point's counted values of a measure, one list per launch (launches with no value left out)."""
+    if group is None or measure not in group.columns or not len(group):
+        return []
+    values = pd.to_numeric(group[measure], errors="coerce")
+    lists = [part.dropna().tolist() for _, part in values.groupby(launch_index(group), sort=True)]
+    return [v for v in lists if v]
+
+
+def _judge(base: list[list[float]], new: list[list[float]], pooled) -> object:
+    """compare_launches when both sides have 2 launches or more, else today's comparison of the repetitions."""
+    if len(base) >= 2 and len(new) >= 2:
+        return compare_launches(base, new, pooled=pooled)
+    result = compare_samples([v for launch in base for v in launch], [v for launch in new for v in launch])
+    return replace(result, launches_base=len(base), launches_new=len(new))
+
+
 class MatchError(ValueError):
     """Points that --match-ignoring cannot pair: one line naming them and what would pair them."""
 
@@ -402,7 +436,7 @@ def compare(base, new, thresholds: dict | None = None, allow_different: bool = F
         for key in res.records[["family", "point"]].drop_duplicates().itertuples(index=False):
             groups.setdefault(tuple(key), res.records.iloc[0:0])
         sides[name], originals[name], left_out[name] = _match_keys(groups, ignoring, name)
-    rows = []
+    rows, pending = [], []
     for family, matched in sorted(set(sides["base"]) | set(sides["new"])):
         b, n = sides["base"].get((family, matched)), sides["new"].get((family, matched))
         base_point = originals["base"].get((family, matched))
@@ -421,12 +455,11 @@ def compare(base, new, thresholds: dict | None = None, allow_different: bool = F
             f"{k} {','.join(map(str, a))} -> {','.join(map(str, z))}" for k, (a, z) in work.items()) + \
             "): times of different work are not compared"
         for measure in measures_of(family, columns):
-            bv, nv = _values(b, measure), _values(n, measure)
-            if not bv and not nv:
+            bl, nl = _launch_values(b, measure), _launch_values(n, measure)
+            if not bl and not nl:
                 continue
             better = direction(family, measure)
             threshold = threshold_for(thresholds, family, measure)
-            result = compare_samples(bv, nv)
             different_work = bool(work) and _is_time(measure)
             if b is None:
                 outcome = ONLY_NEW
@@ -435,20 +468,35 @@ def compare(base, new, thresholds: dict | None = None, allow_different: bool = F
             elif (not comparable and not allow_different) or different_work:
                 outcome = NOT_COMPARABLE
             else:
-                outcome = verdict(result, better, threshold)
-            rows.append({
+                outcome = None  # judged below, once the family's launch spread is pooled
+            pending.append((bl, nl, outcome, {
                 "family": family, "variant": variant, "point": point, "measure": measure, "better": better,
-                "threshold": threshold, **{k: v for k, v in result.as_dict().items() if k != "scale"},
-                "verdict": outcome, "comparable": comparable, "differs": ", ".join(differs),
+                "threshold": threshold, "comparable": comparable, "differs": ", ".join(differs),
                 "differs_detail": "; ".join(f"{k}: {_short(a)} -> {_short(z)}" for k, (a, z) in differs.items()),
                 "note": "; ".join(failed_notes + ([work_note] if different_work else [])),
                 "point_new": new_point or point,
-            })
+            }))
+    # the between-launch variance of a log launch median, pooled over the family's points of each measure that
+    # have 2 launches or more on both sides (core.verdict.compare_launches)
+    spread = {}
+    for bl, nl, _, row in pending:
+        if len(bl) >= 2 and len(nl) >= 2:
+            spread.setdefault((row["family"], row["measure"]), []).append((bl, nl))
+    pooled = {key: pooled_launch_variance(points) for key, points in spread.items()}
+    for bl, nl, outcome, row in pending:
+        result = _judge(bl, nl, pooled.get((row["family"], row["measure"])))
+        if outcome is None:
+            outcome = verdict(result, row["better"], row["threshold"])
+        rows.append({**row, **{k: v for k, v in result.as_dict().items() if k != "scale"}, "verdict": outcome})
     frame = pd.DataFrame(rows, columns=list(COLUMNS))
     frame.attrs["warnings"] = load_warnings(base, new)
     frame.attrs["match_ignoring"] = ignoring
     frame.attrs["left_out"] = left_out
     return frame
+
+
+def _count(value) -> str:
+    return "" if value is None or pd.isna(value) else str(int(value))
 
 
 def _short(value) -> str:
@@ -469,6 +517,37 @@ def worst(frame: pd.DataFrame, verdict_name: str = "regressed", limit: int = 5) 
     return rows.sort_values("_size", ascending=False).drop(columns="_size").head(limit)
 
 
+def resolution(row) -> str:
+    """What one row can tell: "resolves changes of >= 18% with 3 launches; 6 launches would resolve 12%", or
+    ONE_LAUNCH for a row compared on the repetitions."""
+    if row.get("unit") != "launches" or row.get("mdc") is None or pd.isna(row.get("mdc")):
+        if row.get("unit") == "repetitions" and max(row.get("launches_base") or 1, row.get("launches_new") or 1) >= 2:
+            return "fewer than 2 launches on one side: compared on the repetitions, within one launch"
+        return ONE_LAUNCH
+    launches = min(int(row["launches_base"]), int(row["launches_new"]))
+    return (f"resolves changes of >= {100 * row['mdc']:.0f}% with {launches} launches; "
+            f"{2 * launches} launches would resolve {100 * row['mdc_double']:.0f}%")
+
+
+def resolution_lines(frame: pd.DataFrame) -> list[str]:
+    """Per family and measure judged at the launch level, the median minimum detectable change; and how many rows
+    stand on one launch."""
+    if not len(frame) or "unit" not in frame.columns:
+        return []
+    lines = []
+    judged = frame[~frame["verdict"].isin((ONLY_BASE, ONLY_NEW, NOT_COMPARABLE))]
+    launched = judged[(judged["unit"] == "launches") & judged["mdc"].notna()]
+    for (family, measure), rows in launched.groupby(["family", "measure"], sort=True):
+        launches = int(min(rows["launches_base"].median(), rows["launches_new"].median()))
+        lines.append(f"{family} {measure}: resolves changes of >= {100 * rows['mdc'].median():.0f}% with {launches} "
+                     f"launches; {2 * launches} launches would resolve {100 * rows['mdc_double'].median():.0f}% "
+                     f"(median of {len(rows)} point{'s' if len(rows) != 1 else ''})")
+    single = len(judged) - len(launched)
+    if single:
+        lines.append(f"{single} point-measure{'s' if single != 1 else ''} compared on repetitions: {ONE_LAUNCH}")
+    return lines
+
+
 def summary_lines(frame: pd.DataFrame, limit: int = 5) -> list[str]:
     c = counts(frame)
     points = frame[["family", "point"]].drop_duplicates().shape[0] if len(frame) else 0
@@ -487,6 +566,7 @@ def summary_lines(frame: pd.DataFrame, limit: int = 5) -> list[str]:
         left = frame.attrs.get("left_out") or {}
         lines.append("matched ignoring " + ", ".join(picked) + "; left out: "
                      + ", ".join(f"{left.get(side, 0)} {side} points at other values" for side in ("base", "new")))
+    lines += resolution_lines(frame)
     for name in ("regressed", "improved"):
         rows = worst(frame, name, limit)
         if len(rows):
@@ -552,7 +632,8 @@ def _render(template: str, frame, base_label, new_label, thresholds, allow_diffe
     def row(r):
         return {"family": r.family, "point": markupsafe.Markup("/<wbr>").join(r.point.split("/")),
                 "measure": r.measure, "better": r.better or "",
-                "n": f"{r.n_base} / {r.n_new}", "base": human(r.median_base, r.measure),
+                "n": f"{r.n_base} / {r.n_new}", "launches": f"{_count(r.launches_base)} / {_count(r.launches_new)}",
+                "resolution": resolution(r._asdict()), "base": human(r.median_base, r.measure),
                 "new": human(r.median_new, r.measure),
                 "ratio": "" if pd.isna(r.ratio) else f"{r.ratio:.3f}",
                 "ci": "" if pd.isna(r.ci_low) else f"[{r.ci_low:.3f}, {r.ci_high:.3f}]",

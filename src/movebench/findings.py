@@ -61,6 +61,25 @@ def _above_bound(name: str, summary) -> list[dict]:
                      f"{worst['bound']}: distrust the figure, or the bound does not apply"}]
 
 
+#: Above this between-launch share of a point's spread, figures from one launch would mislead.
+BETWEEN_DOMINATES = 0.5
+
+
+def _between_launches(name: str, summary) -> list[dict]:
+    """Points measured in 2 launches or more whose spread is mostly between launches (any measure)."""
+    if summary.empty or "between_share" not in summary.columns or "launches" not in summary.columns:
+        return []
+    rows = summary[(summary["launches"].fillna(1) >= 2) & (summary["between_share"] > BETWEEN_DOMINATES)]
+    if rows.empty:
+        return []
+    worst = rows.sort_values("between_share", ascending=False).iloc[0]
+    n = rows["point"].nunique()
+    return [{"level": "warn", "link": f"#{name}-summary",
+             "text": f"{name}: {n} point{'s' if n > 1 else ''}: most of {'their' if n > 1 else 'its'} spread is "
+                     f"between launches: figures from one launch would mislead (the most {worst['point']}, "
+                     f"{100 * worst['between_share']:.0f}% of its {worst['measure']} spread)"}]
+
+
 def _comparison(comparison: dict | None) -> list[dict]:
     if not comparison:
         return []
@@ -105,6 +124,7 @@ def build(sections: dict, comparison: dict | None, published: dict) -> list[dict
         items += _failures(name, section)
         items += _limited(name, section)
         items += _above_bound(name, section["summary"])
+        items += _between_launches(name, section["summary"])
     items += _comparison(comparison)
     items += _references(published)
     for name, section in sections.items():

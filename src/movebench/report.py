@@ -180,9 +180,10 @@ def summary_table(name: str, section: dict) -> dict | None:
     keys = [k for k in fam.point_keys if k in summary.columns]
     first = summary.drop_duplicates("point").set_index("point")
     points = list(first.index)
-    columns = [*keys, "n"]
+    columns = [*keys, "n", "launches"]
     sizes = {axis.name for axis in fam.axes if axis.expand is expand_sizes}
-    cells = {p: [key_cell(first.at[p, k], k in sizes) for k in keys] + [str(int(first.at[p, "n"]))]
+    cells = {p: [key_cell(first.at[p, k], k in sizes) for k in keys] + [str(int(first.at[p, "n"])),
+                                                                         str(_launches(first.loc[p]))]
              for p in points}
     for measure in (m for m in fam.measures if m.summarize):
         part = median_of(summary, measure.name)
@@ -193,15 +194,16 @@ def summary_table(name: str, section: dict) -> dict | None:
         suffix = f" ({label})" if label not in ("1", "") else ""
         columns.append(f"{_short(measure.name)}{suffix}")
         if measure.name in WITH_CI:
-            columns.append(f"{_short(measure.name)} 95% CI")
+            columns += [f"{_short(measure.name)} 95% CI", f"{_short(measure.name)} between launches"]
         for p in points:
             if p not in part.index:
-                cells[p] += [""] * (2 if measure.name in WITH_CI else 1)
+                cells[p] += [""] * (3 if measure.name in WITH_CI else 1)
                 continue
             row = part.loc[p]
             cells[p].append(units_.sig(row["median"] / factor))
             if measure.name in WITH_CI:
                 cells[p].append(f"{units_.sig(row['ci_low'] / factor)} – {units_.sig(row['ci_high'] / factor)}")
+                cells[p].append(between_cell(row))
     bw = median_of(summary, "bandwidth_Bps")
     with_bounds = not bw.empty and bw["bound"].notna().any() if "bound" in bw else False
     above = set()
@@ -221,6 +223,21 @@ def summary_table(name: str, section: dict) -> dict | None:
     columns.append("records")
     rows = [{"cells": cells[p] + [f"raw/{name}/{p}.jsonl"], "above": p in above} for p in points]
     return {"columns": columns, "rows": rows, "above": len(above), "bounds": with_bounds}
+
+
+def _launches(row) -> int:
+    """How many launches stand behind a summary row: its `launches`, 1 for summaries written before launches."""
+    value = row.get("launches") if hasattr(row, "get") else None
+    return 1 if value is None or pd.isna(value) else int(value)
+
+
+def between_cell(row) -> str:
+    """The between-launch share of a summary row's spread, as the per-point table shows it ("one launch" when
+    there is no second launch to tell it)."""
+    if _launches(row) < 2:
+        return "one launch"
+    share = row.get("between_share")
+    return "" if share is None or pd.isna(share) else f"{100 * share:.0f}%"
 
 
 def _environment() -> jinja2.Environment:

@@ -187,6 +187,7 @@ def comparison(config: dict, results: compare.Results) -> dict | None:
         "frame": frame,
         "counts": compare.counts(frame),
         "lines": compare.summary_lines(frame),
+        "resolution": compare.resolution_lines(frame),
         "noise": [{"key": key, "threshold": n.threshold, "rms": n.rms_log_ratio, "points": n.points,
                    "largest": n.largest_ratio, "raised": n.raised} for key, n in noise.items()],
         "noise_from": [str(p) for p in pair],

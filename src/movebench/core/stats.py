@@ -9,6 +9,7 @@ flagged by `ci_exact = False`.
 
 from __future__ import annotations
 
+import functools
 import math
 
 SUMMARY_FIELDS = ("n", "median", "mean", "std", "min", "max", "p5", "p95", "ci_low", "ci_high", "ci_exact")
@@ -56,3 +57,139 @@ def summarize(values) -> dict:
         "ci_high": float(x[hi]),
         "ci_exact": exact,
     }
+
+
+# --- launches: the launch is the unit of replication ---
+
+#: What `launch_summary` adds to `summarize`'s fields.
+LAUNCH_FIELDS = ("launches", "ci_level", "between_share", "sd_between_log", "sd_within_log")
+
+
+def _betai(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b) (continued fraction, Numerical Recipes §6.4)."""
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x > (a + 1) / (a + b + 2):
+        return 1.0 - _betai(b, a, 1 - x)
+    tiny = 1e-300
+    c, d = 1.0, 1 - (a + b) * x / (a + 1)
+    d = 1 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1 + num * d
+            d = 1 / (d if abs(d) > tiny else tiny)
+            c = 1 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1) < 1e-15:
+            break
+    return front * h / a
+
+
+def t_sf(t: float, df: float) -> float:
+    """P(T > t) for Student's t with `df` degrees of freedom (df may be fractional, as Welch's is)."""
+    if math.isinf(df):
+        from statistics import NormalDist
+
+        return 1 - NormalDist().cdf(t)
+    tail = 0.5 * _betai(df / 2, 0.5, df / (df + t * t))
+    return tail if t >= 0 else 1 - tail
+
+
+@functools.lru_cache(maxsize=1024)
+def t_quantile(q: float, df: float) -> float:
+    """The q-quantile of Student's t with `df` degrees of freedom (bisection on `t_sf`, to 1e-12)."""
+    if not 0 < q < 1:
+        raise ValueError(f"q = {q}: must lie in (0, 1)")
+    if q < 0.5:
+        return -t_quantile(1 - q, df)
+    lo, hi = 0.0, 1.0
+    while t_sf(hi, df) > 1 - q:
+        hi *= 2
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if t_sf(mid, df) > 1 - q:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-12 * max(1.0, hi):
+            break
+    return (lo + hi) / 2
+
+
+def launch_interval(centres, confidence: float = 0.95):
+    """The t-interval (df = L - 1) of the mean of `centres` along the last axis (L values each): (low, high).
+
+    Vectorised over leading axes, so a coverage test can judge thousands of synthetic points at once.
+    """
+    import numpy as np
+
+    x = np.asarray(centres, dtype=float)
+    n = x.shape[-1]
+    mean = x.mean(axis=-1)
+    half = t_quantile(0.5 + confidence / 2, n - 1) * x.std(axis=-1, ddof=1) / math.sqrt(n)
+    return mean - half, mean + half
+
+
+def variance_components(launches) -> tuple[float | None, float | None, float | None]:
+    """(between_share, sd_between, sd_within) of values grouped by launch: a one-way random-effects ANOVA
+    (method of moments, unbalanced: n0 = (N - sum n_i^2 / N) / (L - 1)); the between-launch variance is
+    max(0, (MSB - MSW) / n0), its share of a single value's variance clipped to [0, 1]. None where a component
+    cannot be estimated (one launch; one value per launch leaves no within-launch spread)."""
+    import numpy as np
+
+    groups = [np.asarray(g, dtype=float) for g in launches if len(g)]
+    big_l = len(groups)
+    total = sum(g.size for g in groups)
+    if big_l < 2:
+        return None, None, None
+    grand = np.concatenate(groups).mean()
+    msb = sum(g.size * (g.mean() - grand) ** 2 for g in groups) / (big_l - 1)
+    if total == big_l:
+        return None, None, None
+    msw = sum(float(((g - g.mean()) ** 2).sum()) for g in groups) / (total - big_l)
+    n0 = (total - sum(g.size**2 for g in groups) / total) / (big_l - 1)
+    between = max(0.0, (msb - msw) / n0)
+    share = between / (between + msw) if between + msw > 0 else 0.0
+    return float(min(1.0, max(0.0, share))), math.sqrt(between), math.sqrt(msw)
+
+
+def launch_summary(launches, confidence: float = 0.95) -> dict:
+    """`summarize` of the pooled values of a point measured in several launches (one list per launch), with
+    the launch as the unit of replication: `launches` (L), `ci_level`, and the variance components of the log
+    values (`between_share`, `sd_between_log`, `sd_within_log`; raw values when any value <= 0).
+
+    With L >= 2 the median is the median of the launch medians (each launch counts once, whatever its
+    repetitions) and the CI is the t-interval (df = L - 1) of the log launch medians, exponentiated: a launch
+    median is nearly normal on the log scale and the t-interval is exact for normal centres at any L, where a
+    bootstrap over 3 launches has 10 distinct resamples and under-covers (docs/compare.md, "Launches").
+    With one launch it is `summarize` itself (the repetitions' order-statistics CI), `ci_level` "repetitions".
+    Launches with no value are dropped.
+    """
+    import numpy as np
+
+    groups = []
+    for launch in launches:
+        x = np.asarray([v for v in launch if v is not None and not math.isnan(v)], dtype=float)
+        if x.size:
+            groups.append(np.sort(x))
+    pooled = [float(v) for g in groups for v in g]
+    out = summarize(pooled) | {"launches": len(groups), "ci_level": "repetitions", "between_share": None,
+                               "sd_between_log": None, "sd_within_log": None}
+    if len(groups) < 2:
+        return out
+    positive = all(g[0] > 0 for g in groups)
+    medians = np.array([np.median(g) for g in groups])
+    low, high = launch_interval(np.log(medians) if positive else medians, confidence)
+    if positive:
+        low, high = math.exp(low), math.exp(high)
+    share, sd_between, sd_within = variance_components([np.log(g) if positive else g for g in groups])
+    out.update(median=float(np.median(medians)), ci_low=float(low), ci_high=float(high),
+               ci_exact=True, ci_level="launches", between_share=share, sd_between_log=sd_between,
+               sd_within_log=sd_within)
+    return out

@@ -25,7 +25,8 @@ test for its p-value:
 The verdict (issue 10): `improved` or `regressed` only when p < `alpha` (1%) and the ratio
 is beyond the practical threshold (default 5%) in the metric's direction; `unchanged` when
 the whole 95% CI lies within the threshold; `inconclusive` otherwise, and always when either
-side has fewer than `MIN_REPETITIONS` (6) measured repetitions. The threshold band is
+side has fewer than `MIN_REPETITIONS` (6) measured repetitions (one-launch comparisons; a launch-level
+comparison needs 2 launches a side instead, see `compare_launches`). The threshold band is
 symmetric on the log scale, [1/(1+t), 1+t], so a time ratio r and the bandwidth ratio 1/r
 of the same point always get the same verdict.
 """
@@ -34,7 +35,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -105,6 +106,11 @@ class Comparison:
     ci_high: float
     p_value: float
     scale: str  # "log" or "raw": which values the shift was estimated on
+    launches_base: int = 1
+    launches_new: int = 1
+    unit: str = "repetitions"  # "launches" or "repetitions": what the test counts as one observation
+    mdc: float | None = None  # minimum detectable change (fraction) at 80% power and ALPHA; launch level only
+    mdc_double: float | None = None  # the same with twice the launches on each side
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -197,7 +203,12 @@ def verdict(result: Comparison, better: str, threshold: float = DEFAULT_THRESHOL
     "higher" or "lower" (see the module docstring for the rules)."""
     if better not in ("higher", "lower"):
         raise ValueError(f"better = {better!r}: must be 'higher' or 'lower'")
-    if result.n_base < min_repetitions or result.n_new < min_repetitions or math.isnan(result.ratio):
+    if math.isnan(result.ratio):
+        return "inconclusive"
+    if result.unit == "launches":
+        if result.launches_base < 2 or result.launches_new < 2:
+            return "inconclusive"
+    elif result.n_base < min_repetitions or result.n_new < min_repetitions:
         return "inconclusive"
     band_low, band_high = 1 / (1 + threshold), 1 + threshold
     beyond = result.ratio >= band_high or result.ratio <= band_low
@@ -207,3 +218,106 @@ def verdict(result: Comparison, better: str, threshold: float = DEFAULT_THRESHOL
     if band_low <= result.ci_low and result.ci_high <= band_high:
         return "unchanged"
     return "inconclusive"
+
+
+# --- launches: the launch is the unit of replication ---
+
+#: The power at which the minimum detectable change is quoted.
+MDC_POWER = 0.8
+
+
+def launch_centres(launches) -> tuple[np.ndarray, bool]:
+    """Each launch's median (launches with no finite value dropped), and whether every value is > 0
+    (then the centres are log medians, else raw medians)."""
+    groups = [g for g in (_clean(launch) for launch in launches) if g.size]
+    positive = all(g[0] > 0 for g in groups)
+    medians = np.array([_median_sorted(g) for g in groups])
+    return (np.log(medians) if positive and medians.size else medians), positive
+
+
+def pooled_launch_variance(points) -> tuple[float, int] | None:
+    """(variance of one launch's log median, degrees of freedom) pooled over `points`, an iterable of
+    (base launches, new launches) of one family's measure: every side with >= 2 launches and positive values
+    adds its squared deviations from its own mean and L - 1 degrees of freedom. None when no side has 2."""
+    squares, df = 0.0, 0
+    for sides in points:
+        for side in sides:
+            centres, positive = launch_centres(side)
+            if positive and centres.size >= 2:
+                squares += float(((centres - centres.mean()) ** 2).sum())
+                df += centres.size - 1
+    return (squares / df, df) if df else None
+
+
+def compare_launches(base, new, confidence: float = CONFIDENCE, alpha: float = ALPHA,
+                     pooled: tuple[float, int] | None = None) -> Comparison:
+    """NEW against BASE with the launch as the unit: `base` and `new` are one list of values per launch.
+
+    The ratio is exp(mean log launch median of NEW - that of BASE); its CI and two-sided p-value come from a
+    t-test on the log launch medians. With `pooled` ((variance, df) of one log launch median from
+    `pooled_launch_variance` over the family's points of the same measure) the test is Student's with the
+    larger of that variance and the point's own, and the pooled df: 3 launches a side leave a point 4 df of
+    its own (t_0.995 = 4.6: a 2x change found 20% of the time), the family's points together leave dozens;
+    the larger variance keeps a noisier-than-its-family point at the nominal false rate (docs/compare.md,
+    "Launches"). Without `pooled`, Welch's t on the point's own launches. `mdc` is the
+    change the test finds with 80% power at `alpha`: exp((t_(1-alpha/2) + t_0.8) * se) - 1; `mdc_double` the
+    same with twice the launches on each side. A side with fewer than 2 launches cannot be judged at the
+    launch level: the repetitions of all launches are compared (`compare_samples`), `unit` "repetitions".
+    Values <= 0 anywhere: raw launch medians, the shift turned into a ratio against BASE's mean centre.
+    """
+    from movebench.core.stats import t_quantile, t_sf
+
+    x, positive_x = launch_centres(base)
+    y, positive_y = launch_centres(new)
+    n, m = x.size, y.size
+    n_base = sum(int(_clean(v).size) for v in base)
+    n_new = sum(int(_clean(v).size) for v in new)
+    if n < 2 or m < 2:
+        pooled_values = compare_samples([v for launch in base for v in launch], [v for launch in new for v in launch],
+                                        confidence)
+        return replace(pooled_values, launches_base=n, launches_new=m, unit="repetitions")
+    positive = positive_x and positive_y
+    if positive != positive_x:
+        x = np.exp(x)
+    if positive != positive_y:
+        y = np.exp(y)
+    diff = float(y.mean() - x.mean())
+    vx, vy = float(x.var(ddof=1)), float(y.var(ddof=1))
+    if pooled is not None and positive:
+        own = ((n - 1) * vx + (m - 1) * vy) / (n + m - 2)
+        variance, df = max(pooled[0], own), pooled[1]
+        se2, se2_double, df_double = variance * (1 / n + 1 / m), variance * (1 / n + 1 / m) / 2, 2 * df
+    else:
+        se2, df = vx / n + vy / m, _welch_df(vx, n, vy, m)
+        se2_double, df_double = vx / (2 * n) + vy / (2 * m), _welch_df(vx, 2 * n, vy, 2 * m)
+    se = math.sqrt(se2)
+    if se > 0:
+        p_value = min(1.0, 2 * t_sf(abs(diff) / se, df))
+        half = t_quantile(0.5 + confidence / 2, df) * se
+        detect = (t_quantile(1 - alpha / 2, df) + t_quantile(MDC_POWER, df)) * se
+        detect_double = (t_quantile(1 - alpha / 2, df_double) + t_quantile(MDC_POWER, df_double)) * math.sqrt(
+            se2_double)
+    else:
+        p_value = 1.0 if diff == 0 else 0.0
+        half = detect = detect_double = 0.0
+    med_x, med_y = float(np.median(np.exp(x) if positive else x)), float(np.median(np.exp(y) if positive else y))
+    if positive:
+        ratio, ci_low, ci_high = math.exp(diff), math.exp(diff - half), math.exp(diff + half)
+        mdc, mdc_double = math.exp(detect) - 1, math.exp(detect_double) - 1
+    elif x.mean() > 0:
+        centre = float(x.mean())
+        ratio, ci_low, ci_high = 1 + diff / centre, 1 + (diff - half) / centre, 1 + (diff + half) / centre
+        mdc, mdc_double = detect / centre, detect_double / centre
+    else:
+        ratio = ci_low = ci_high = 1.0 if se == 0 and diff == 0 else float("nan")
+        mdc = mdc_double = None
+    return Comparison(n_base, n_new, med_x, med_y, ratio, ci_low, ci_high, p_value, "log" if positive else "raw",
+                      launches_base=n, launches_new=m, unit="launches", mdc=mdc, mdc_double=mdc_double)
+
+
+def _welch_df(vx: float, n: int, vy: float, m: int) -> float:
+    a, b = vx / n, vy / m
+    if a + b == 0:
+        return float(n + m - 2)
+    return (a + b) ** 2 / (a * a / (n - 1) + b * b / (m - 1))
+

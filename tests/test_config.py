@@ -19,7 +19,7 @@ def base(**shuffle):
     [
         ({"campaign": {}, "shufle": {}}, "shufle", "{}", "unknown key 'shufle'; valid keys:"),
         (base(paterns=["uni"]), "shuffle.paterns", "[uni]",
-         "valid keys: enabled, iterations, memory_modes, message_sizes"),
+         "valid keys: enabled, iterations, launches, memory_modes, message_sizes"),
         (base(mpi_thread_levels=["many"]), "shuffle.mpi_thread_levels[0]", "'many'",
          "must be one of single, funneled, serialized, multiple"),
         (base(memory_modes=["2m"]), "shuffle.memory_modes[0]", "'2m'", "must be one of 4k, thp"),
@@ -234,7 +234,8 @@ def test_a_value_given_twice_is_warned_about_and_runs_once(key, values, shown):
     config = cc.validate({"campaign": {}, "shuffle": {**STREAM, key: values}}, warn=lines.append)
     assert any(shown in line for line in lines), lines
     points = plan.grid(config)["shuffle"]
-    assert len(points) == len({point_path(p) for p in points}) == len(plan.tasks(config, plan.grid(config))["shuffle"])
+    tasks = plan.tasks(config, plan.grid(config))["shuffle"]
+    assert len(points) == len({point_path(p) for p in points}) == len(tasks) / config["shuffle"]["launches"]
 
 
 def test_duplicate_shapes_run_once():

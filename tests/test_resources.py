@@ -18,7 +18,8 @@ def test_the_page_templates_render_from_the_package_resources():
     row = {"family": "shuffle", "variant": "uni", "point": "pattern~uni/size~4096", "measure": "bandwidth_Bps",
            "better": "higher", "threshold": 0.05, "n_base": 5, "n_new": 5, "median_base": 1e9, "median_new": 2e9,
            "ratio": 2.0, "ci_low": 1.9, "ci_high": 2.1, "p_value": 0.01, "verdict": "improved", "comparable": True,
-           "differs": "", "differs_detail": "", "note": "", "point_new": "pattern~uni/size~4096"}
+           "differs": "", "differs_detail": "", "note": "", "point_new": "pattern~uni/size~4096",
+           "launches_base": 1, "launches_new": 1, "unit": "repetitions", "mdc": None, "mdc_double": None}
     page = compare.render_html(pd.DataFrame([row]), "base", "new")
     assert "<html" in page and "improved" in page and "pattern~uni" in page
     section = compare.render_section(pd.DataFrame([row]), "base", "new", id_prefix="compare-")

@@ -38,7 +38,7 @@ try:
 except config.ConfigError as error:
     bad = error.message()
 sizes = {"from": 8, "to": 64, "factor": 8}
-good = config.validate({"campaign": {"repetitions": 3}, "pingpong": {"message_sizes": sizes}})
+good = config.validate({"campaign": {"repetitions": 3, "launches": 1}, "pingpong": {"message_sizes": sizes}})
 tasks = plan.tasks(good, plan.grid(good))["pingpong"]
 print(json.dumps({"bad": bad, "tasks": {path: task.to_dict() for path, task in tasks.items()}}))
 """

@@ -15,17 +15,12 @@ import random
 
 from movebench import families
 from movebench.config import CAMPAIGN, enabled_families
-from movebench.core.task import Task, launch_path, point_path_of
+from movebench.core.task import Task, launch_path, planned_launches, point_path_of
 
 
 def grid(config: dict) -> dict[str, list[dict]]:
     """Family name -> its points (ordered parameter dicts) for a validated config."""
     return {name: families.load(name).points(config[name]) for name in enabled_families(config)}
-
-
-def planned_launches(launches: int | dict) -> int:
-    """Launches a point may run: the count, or the adaptive rule's max (launches it no longer needs are skipped)."""
-    return launches["max"] if isinstance(launches, dict) else int(launches)
 
 
 def tasks(config: dict, grid_: dict[str, list[dict]]) -> dict[str, dict[str, Task]]:

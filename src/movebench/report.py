@@ -24,6 +24,7 @@ from movebench import aggregate, bounds, families, findings, report_verdicts, re
 from movebench.core import records
 from movebench.core import units as units_
 from movebench.core.sizes import expand_sizes
+from movebench.core.task import launch_path, planned_launches
 from movebench.reportkit import key_cell, median_of
 
 PARTIAL = "report.partial.html"
@@ -106,10 +107,12 @@ def collect_raw(config: dict, grid: dict) -> dict:
     _, raw, failed, _ = _paths(config)
     sections = {}
     for name, point_dicts in grid.items():
-        present = [raw / name / f"{families.point_path(p)}.jsonl" for p in point_dicts]
+        launches = planned_launches(config[name].get("launches", 1))
+        present = [raw / name / f"{launch_path(families.point_path(p), k)}.jsonl" for p in point_dicts
+                   for k in range(launches)]
         table = aggregate.load(name, [p for p in present if p.exists()])
         summary = aggregate.summarize(name, table)
-        points = aggregate.points_table(name, point_dicts, raw, failed)
+        points = aggregate.points_table(name, point_dicts, raw, failed, launches)
         sections[name] = _section(points, table, summary)
     return sections
 

@@ -49,6 +49,11 @@ def point_params(family):
     }
 
 
+def point_priority(family):
+    """The launch's place in LAUNCH_ORDER as a priority (higher runs first)."""
+    return lambda w: PRIORITY[family][w.point_path]
+
+
 def point_resources(family):
     """Tasks, nodes and memory from the family's spec; runtime from the timeout; one benchmark at a time."""
     fam, section = families.load(family), config[family]

@@ -16,7 +16,7 @@ for family in GRID:
             f"{LOGS}/{family}/{{point_path}}.log",
         group:
             family
-        priority: lambda w: PRIORITY[family][w.point_path]
+        priority: point_priority(family)
         conda:
             str(families.folder(family) / "environment.yaml")
         resources:

@@ -77,3 +77,8 @@ def point_path_of(path: str) -> str:
     """The point's path from a launch's path (its `launch~k` segment left out)."""
     head, _, last = path.rpartition("/")
     return head if last.startswith(f"{LAUNCH}~") and head else path
+
+
+def planned_launches(launches: int | dict) -> int:
+    """Launches a point may run: the count, or the adaptive rule's max (launches it no longer needs are skipped)."""
+    return launches["max"] if isinstance(launches, dict) else int(launches)

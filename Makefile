@@ -46,7 +46,7 @@ test: install system-deps  ## the whole test suite: unit, MPI, pipeline, browser
 test-fast: install  ## unit tests only
 	$(VENV)/bin/pytest -m "not mpi and not pipeline and not browser and not slurm and not netns and not dragon and not azurite" $(PYTEST_ARGS)
 
-bench: install system-deps osu-ref  ## the benchmarks quoted in the closing notes (about 45 minutes)
+bench: install system-deps osu-ref  ## the benchmarks quoted in the closing notes (about 100 minutes)
 	$(PY) bench/c_reference.py
 	$(PY) bench/memory_mode.py
 	$(PY) bench/point_overhead.py
@@ -57,6 +57,7 @@ bench: install system-deps osu-ref  ## the benchmarks quoted in the closing note
 	$(PY) bench/campaign.py
 	$(PY) bench/kv.py
 	$(PY) bench/multinode.py
+	$(PY) bench/launches.py
 
 osu-ref: build/bench/osu_ref build/bench/libosu_ref.so  ## the C reference of bench/c_reference.py (venv's MPICH)
 

@@ -41,6 +41,16 @@ def test_one_launch_keeps_the_paths_and_tasks_of_before():
     assert all("launch" not in task.to_dict() and "launches" not in task.to_dict() for task in tasks.values())
 
 
+def test_raising_the_launches_leaves_the_measured_launches_tasks_as_they_were():
+    """A task is its rule's params, a rerun trigger: launches 3 -> 4 adds launch~3 and reruns nothing else."""
+    _, three = tasks_of({"launches": 3})
+    _, four = tasks_of({"launches": 4})
+    assert set(four) - set(three) == {p for p in four if p.endswith("launch~3")}
+    assert all(three[p].to_dict() == four[p].to_dict() for p in three)
+    _, one = tasks_of({"launches": 1})
+    assert all(one[p].to_dict() == three[p].to_dict() for p in one)  # launch 0 keeps its one-launch task
+
+
 def test_the_family_section_overrides_the_campaign_and_a_bad_rule_is_refused():
     config, _ = tasks_of({"launches": 5}, {"launches": 2})
     assert config["shuffle"]["launches"] == 2

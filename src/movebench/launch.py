@@ -363,7 +363,7 @@ def _run_point(args, signals: _Signals) -> int:
             meta = json.loads(tmp_meta.read_text()) if tmp_meta.exists() else {}
             meta.update(launch_start=started, launch_end=ended, launch_wall_s=ended - started,
                         launcher=args.launcher, command=shlex.join(argv), config_hash=args.config_hash,
-                        campaign=args.campaign, task=task.to_dict(), launch=task.launch, launches=task.launches,
+                        campaign=args.campaign, task=task.to_dict(), launch=task.launch,
                         launch_order_seed=_int_or_none(os.environ.get("MOVEBENCH_LAUNCH_ORDER_SEED")),
                         overlapped_with=overlapped, shm_segments_removed=leftovers)
             if runtime.is_mpi:

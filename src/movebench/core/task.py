@@ -54,13 +54,16 @@ class Task:
         return RepetitionPolicy.from_config(self.repetitions)
 
     def to_dict(self) -> dict:
-        """The JSON form; `out` and `meta` only once launch has set them (the plan's form has neither), and the
-        launch fields only for a point measured in several launches, so that a one-launch point's task (the
-        rule's params, a rerun trigger) is what it was before launches existed."""
+        """The JSON form, which is also the point rule's params (a rerun trigger): `out` and `meta` only once
+        launch has set them, `launch` only past launch 0, and `launches` only as an adaptive rule (launch needs
+        it to skip a launch). So a one-launch point's task is what it was before launches existed, and raising a
+        count of launches reruns none of the launches already measured."""
         data = asdict(self)
-        for key, empty in (("out", ""), ("meta", ""), ("launch", 0), ("launches", 1)):
+        for key, empty in (("out", ""), ("meta", ""), ("launch", 0)):
             if data[key] == empty:
                 del data[key]
+        if not isinstance(data["launches"], dict):
+            del data["launches"]
         return data
 
 

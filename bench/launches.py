@@ -74,8 +74,8 @@ def coverage(a: Path, others: list[Path]) -> pd.DataFrame:
         ref = pd.read_csv(summary).set_index(["point", "measure"])
         for other in others:
             theirs = pd.read_csv(other / "tables" / summary.name).set_index(["point", "measure"])
-            both = ref.join(theirs[["median"]].rename(columns={"median": "median_other"}), how="inner").dropna(
-                subset=["ci_low", "ci_high", "median_other"])
+            both = ref.merge(theirs[["median"]].rename(columns={"median": "median_other"}), left_index=True,
+                             right_index=True).dropna(subset=["ci_low", "ci_high", "median_other"])
             inside = (both["median_other"] >= both["ci_low"]) & (both["median_other"] <= both["ci_high"])
             rows.append({"family": family, "run": other.name, "inside": int(inside.sum()), "of": len(both)})
     return pd.DataFrame(rows)

@@ -35,7 +35,8 @@ def copy(tmp_path_factory):
     for name in ("Snakefile", "workflow", "report", "scripts", "src", "profiles", "config"):
         source = ROOT / name
         if source.is_dir():
-            shutil.copytree(source, repo / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+            shutil.copytree(source, repo / name, symlinks=True,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
         else:
             shutil.copy2(source, repo / name)
     work = base / "work"

@@ -33,9 +33,10 @@ def planned(proc) -> dict[str, int]:
 def test_the_profile_names_the_default_campaign(tmp_path):
     proc = snakemake(tmp_path, "--profile", str(ROOT / "profiles" / "local"), "--dry-run")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    grid = plan.grid(campaign_config.validate(yaml.safe_load((ROOT / "config/config.yaml").read_text())))
-    assert {k: v for k, v in planned(proc).items() if k.endswith("_point")} == {
-        f"{name}_point": len(points) for name, points in grid.items()}
+    config = campaign_config.validate(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
+    grid = plan.grid(config)
+    assert {k: v for k, v in planned(proc).items() if k.endswith("_point")} == {  # a job per launch of each point
+        f"{name}_point": len(points) * config[name]["launches"] for name, points in grid.items()}
 
 
 def test_a_config_file_is_the_whole_campaign_not_merged_into_the_default(tmp_path):
@@ -45,7 +46,8 @@ def test_a_config_file_is_the_whole_campaign_not_merged_into_the_default(tmp_pat
     proc = snakemake(tmp_path, "--profile", str(ROOT / "profiles" / "local"), "--configfile", "mine.yaml",
                      "--dry-run")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert planned(proc) == {"shuffle_point": 1, "aggregate": 1, "report": 1, "all": 1}
+    # the file's one point, in the default 3 launches; nothing of the default campaign
+    assert planned(proc) == {"shuffle_point": 3, "aggregate": 1, "report": 1, "all": 1}
 
 
 def test_no_config_at_all_says_what_to_pass(tmp_path):

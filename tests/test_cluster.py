@@ -58,8 +58,8 @@ def test_plan_skips_points_with_records():
 
 
 def test_plan_command_reads_the_profile_and_the_flags(tmp_path):
-    config = {"campaign": CAMPAIGN, "shuffle": {"patterns": ["uni"], "ranks": [2], "nodes": [1, 2],
-                                                "message_sizes": ["4KiB", "8KiB"], "windows": [4]}}  # fmt: skip
+    shuffle = {"patterns": ["uni"], "ranks": [2], "nodes": [1, 2], "message_sizes": ["4KiB", "8KiB"], "windows": [4]}
+    config = {"campaign": {**CAMPAIGN, "launches": 1}, "shuffle": shuffle}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     profile = tmp_path / "site"
     profile.mkdir()
@@ -78,6 +78,11 @@ def test_plan_command_reads_the_profile_and_the_flags(tmp_path):
     total, text = plan("--group-components", "shuffle=4")  # with profiles/slurm's benchmark_slots=1
     assert total[1:4] == ["4", "1", "2"] and float(total[5]) == pytest.approx(2 * 24 / 60, abs=0.01)
     assert "shuffle=4 points per job" in text
+    config["campaign"]["launches"] = 3  # each launch is a job of its own: three times the jobs and node-hours
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    total, text = plan()
+    assert total[1:4] == ["12", "12", "2"] and float(total[5]) == pytest.approx(3 * (1 + 2 + 1 + 2) * 6 / 60, abs=0.01)
+    assert "launches per point shuffle 3" in text
 
 
 def test_make_plan_runs():

@@ -86,8 +86,11 @@ def runtime_minutes(campaign: dict) -> int:
 class CampaignRun:
     """The run's start and end, called from the Snakefile's onstart, onsuccess and onerror."""
 
-    def __init__(self, config: dict, grid: dict, tasks: dict, order=(), seed: int | None = None):
+    def __init__(self, config: dict, grid: dict, tasks: dict, order=(), seed: int | None = None,
+                 group_rules: dict | None = None):
         self.config, self.grid, self.tasks = config, grid, tasks
+        #: rule name -> the launch group (movebench.plan.LaunchGroup) its one job runs
+        self.group_rules = group_rules or {}
         self.order, self.seed = list(order), seed
         self.results = Path(config["campaign"]["results_dir"])
         self.services = contextlib.ExitStack()
@@ -127,12 +130,25 @@ class CampaignRun:
             print("movebench: Snakemake stopped outside the points' jobs (its error is above)", file=sys.stderr)
             self.end(ok=False)
 
+    def job_launches(self, job) -> tuple[str, list[str]] | None:
+        """(family, the launch paths it runs) of a point job or a launch group's job; None for other jobs."""
+        group = self.group_rules.get(job.rule.name)
+        if group is not None:
+            return group.family, list(group.members)
+        family = job.rule.name.removesuffix("_point")
+        if family in self.tasks and "point_path" in job.wildcards.keys():
+            return family, [job.wildcards.point_path]
+        return None
+
     def points_to_run(self, workflow) -> dict[str, list[dict]]:
         todo: dict[str, list[dict]] = {}
         for job in workflow.dag.needrun_jobs():
-            family = job.rule.name.removesuffix("_point")
-            if family in self.tasks and "point_path" in job.wildcards.keys():
-                point = self.tasks[family][job.wildcards.point_path].point
+            found = self.job_launches(job)
+            if found is None:
+                continue
+            family, paths = found
+            for path in paths:
+                point = self.tasks[family][path].point
                 if point not in todo.setdefault(family, []):  # a point's launches are one point to admit
                     todo[family].append(point)
         return todo
@@ -156,10 +172,10 @@ class CampaignRun:
             if lines:
                 sys.exit(admission.message(lines, capacity))
 
-    @staticmethod
-    def partition(workflow, family: str) -> str | None:
+    def partition(self, workflow, family: str) -> str | None:
         for job in workflow.dag.needrun_jobs():
-            if job.rule.name == f"{family}_point":
+            found = self.job_launches(job)
+            if found is not None and found[0] == family:
                 return dict(job.resources).get("slurm_partition") or None
         return None
 
@@ -178,8 +194,13 @@ class CampaignRun:
         """results/launch_order.json: this run's seed and the order its launches are to run in."""
         if workflow.dryrun or self.seed is None:
             return
-        to_run = {(job.rule.name.removesuffix("_point"), job.wildcards.point_path)
-                  for job in workflow.dag.needrun_jobs() if "point_path" in job.wildcards.keys()}
+        to_run = set()
+        for job in workflow.dag.needrun_jobs():
+            group = self.group_rules.get(job.rule.name)
+            if group is not None:
+                to_run.add((group.family, group.name))
+            elif "point_path" in job.wildcards.keys():
+                to_run.add((job.rule.name.removesuffix("_point"), job.wildcards.point_path))
         with contextlib.suppress(OSError):  # bookkeeping: a full disk fails the points, not this
             records.write_json(self.results / "launch_order.json", {
                 "seed": self.seed, "started": self.started,

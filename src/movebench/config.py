@@ -36,6 +36,15 @@ ENGINE_KEYS = {
                                 "family's default, when absent."},
 }
 
+#: The key of the families whose points may share a launch (Family.launch_group_axes).
+LAUNCH_GROUPS_KEY = {
+    "type": "boolean",
+    "description": "Run the points that share what a launch fixes (the family's launch group axes, e.g. kv's "
+                   "nodes, clients, managers and data format) in one launch, one after another in a shuffled "
+                   "order; each point still writes its own records and gets its launches. The family's default "
+                   "when absent (kv: true, else false).",
+}
+
 #: The config keys of the factors the engine defines (movebench.spec.MPI_THREAD_LEVEL, MEMORY_MODE), in the
 #: block of every family whose axes include them.
 FACTOR_KEYS = {
@@ -68,6 +77,8 @@ def family_schema(name: str) -> dict:
     launches = copy.deepcopy(campaign["properties"][CAMPAIGN]["properties"]["launches"])
     engine["launches"] = {**launches, **engine["launches"]}
     block.setdefault("properties", {}).update(engine)
+    if families.load(name).launch_group_axes:
+        block["properties"]["launch_groups"] = copy.deepcopy(LAUNCH_GROUPS_KEY)
     for axis in families.load(name).axes:
         if axis.key in FACTOR_KEYS:
             block["properties"][axis.key] = copy.deepcopy(FACTOR_KEYS[axis.key])
@@ -363,6 +374,7 @@ def validate(config: dict, warn=None, checks: Iterable[Callable[[dict], list[Pro
         for key in ("repetitions", "warmups"):
             config[name].setdefault(key, config[CAMPAIGN][key])
         config[name].setdefault("launches", config[CAMPAIGN].get("launches", families.load(name).launches))
+        config[name].setdefault("launch_groups", families.load(name).launch_groups)
     return config
 
 

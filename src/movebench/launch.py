@@ -24,6 +24,7 @@ import errno
 import json
 import math
 import os
+import random
 import select
 import shlex
 import shutil
@@ -275,52 +276,159 @@ def adaptive_launch(task: Task, out: Path, where: str) -> tuple[str | None, int 
     return None, max(1, min(task.repetitions, round(best)))
 
 
+@dataclasses.dataclass
+class Member:
+    """One point's launch inside a launch: its planned task and where its files go."""
+
+    task: Task
+    out: Path
+    meta: Path
+    failed: Path
+    #: where a finished member's files wait out a failed launch group (None: a launch of one point)
+    kept: Path | None = None
+
+    @property
+    def where(self) -> str:
+        return launch_path(families.point_path(self.task.point), self.task.launch)
+
+    def tmp(self, kind: str) -> Path:
+        path = self.out if kind == "out" else self.meta
+        return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+    def kept_files(self) -> tuple[Path, Path, Path]:
+        base = self.kept / self.task.family / self.where
+        return (base.with_name(base.name + ".jsonl"), base.with_name(base.name + ".meta.json"),
+                base.with_name(base.name + ".task.json"))
+
+
 def run_point(args) -> int:
     signals = _Signals()
+    if args.group is not None:
+        members, name = args.group
+        members = [Member(task, Path(args.raw) / task.family / f"{_where(task)}.jsonl",
+                          Path(args.raw) / task.family / f"{_where(task)}.meta.json",
+                          Path(args.failed) / task.family / f"{_where(task)}.json",
+                          Path(args.kept) if args.kept else None) for task in members]
+    else:
+        members, name = [Member(args.task, Path(args.out), Path(args.meta), Path(args.failed))], None
     try:
-        return _run_point(args, signals)
+        return _run_launch(members, name, args, signals)
     except DiskFull as exc:
-        _say(f"movebench: {args.task.family} {families.point_path(args.task.point)} FAILED: {exc}", sys.stderr)
+        task = members[0].task
+        what = f"launch group {name}" if name else families.point_path(task.point)
+        _say(f"movebench: {task.family} {what} FAILED: {exc}", sys.stderr)
         return 1
 
 
-def _run_point(args, signals: _Signals) -> int:
-    task = args.task
-    family, point = task.family, task.point
-    runtime = launchers.runtime(task)
-    point_path = families.point_path(point)
-    where = launch_path(point_path, task.launch)
-    out, meta_out, failed = Path(args.out), Path(args.meta), Path(args.failed)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp_out = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    tmp_meta = meta_out.with_name(f".{meta_out.name}.{os.getpid()}.tmp")
-    task_path = out.with_name(f".{out.name}.{os.getpid()}.task.json")
+def _where(task: Task) -> str:
+    return launch_path(families.point_path(task.point), task.launch)
+
+
+def _restore(member: Member) -> bool:
+    """A member a failed run of its launch group finished, put back when its task is unchanged."""
+    if member.kept is None:
+        return False
+    records_kept, meta_kept, task_kept = member.kept_files()
     try:
-        enough, repetitions = adaptive_launch(task, out, where)
-        if repetitions is not None and repetitions != task.repetitions:
-            _say(f"movebench: {family} {where}: {repetitions} repetitions in this launch (of {task.repetitions}): "
-                 "more launches buy more precision than repetitions here (Kalibera and Jones)")
-            task = dataclasses.replace(task, repetitions=repetitions)
-        if enough:
-            with _writing(meta_out):
-                records.write_json(meta_out, {"family": family, "point": point, "launch": task.launch,
-                                              "launches": task.launches, "skipped": enough, "config_hash":
-                                              args.config_hash, "campaign": args.campaign})
-            with _writing(out):
-                records.write_jsonl(out, [])
-            failed.unlink(missing_ok=True)
-            _say(f"movebench: {family} {where}: not run: {enough}")
+        same = json.loads(task_kept.read_text()) == member.task.to_dict()
+    except (OSError, json.JSONDecodeError):
+        return False
+    if not same or not records_kept.exists() or not meta_kept.exists():
+        return False
+    member.out.parent.mkdir(parents=True, exist_ok=True)
+    for kept, final in ((meta_kept, member.meta), (records_kept, member.out)):
+        shutil.copyfile(kept, final)
+    member.failed.unlink(missing_ok=True)
+    return True
+
+
+def _keep(member: Member) -> None:
+    """Copies of a finished member's files: Snakemake deletes every output of a failed job, and a launch group
+    that fails in one member must not lose the others (they are put back on the rerun)."""
+    if member.kept is None:
+        return
+    records_kept, meta_kept, task_kept = member.kept_files()
+    with contextlib.suppress(OSError):
+        records_kept.parent.mkdir(parents=True, exist_ok=True)
+        for final, kept in ((member.out, records_kept), (member.meta, meta_kept)):
+            kept.unlink(missing_ok=True)
+            os.link(final, kept)
+        records.write_json(task_kept, member.task.to_dict())
+
+
+def _forget(member: Member) -> None:
+    if member.kept is not None:
+        for path in member.kept_files():
+            path.unlink(missing_ok=True)
+
+
+def _skip(member: Member, why: str, args) -> None:
+    task = member.task
+    with _writing(member.meta):
+        records.write_json(member.meta, {"family": task.family, "point": task.point, "launch": task.launch,
+                                         "launches": task.launches, "skipped": why, "config_hash":
+                                         args.config_hash, "campaign": args.campaign})
+    with _writing(member.out):
+        records.write_jsonl(member.out, [])
+    member.failed.unlink(missing_ok=True)
+    _say(f"movebench: {task.family} {member.where}: not run: {why}")
+
+
+def _run_launch(members: list[Member], name: str | None, args, signals: _Signals) -> int:
+    """Measure `members` in one launch (a launch group when `name` is set), each point's outcome its own."""
+    family = members[0].task.family
+    runtime = launchers.runtime(members[0].task)
+    label = f"launch group {name}" if name else members[0].where
+    for member in members:
+        member.out.parent.mkdir(parents=True, exist_ok=True)
+    task_path = members[0].out.with_name(f".{members[0].out.name}.{os.getpid()}.task.json")
+    to_run: list[tuple[Member, Task]] = []
+    done: list[Member] = []
+    try:
+        for member in members:
+            if _restore(member):
+                _say(f"movebench: {family} {member.where}: finished in an earlier run of its launch group, kept")
+                done.append(member)
+                continue
+            enough, repetitions = adaptive_launch(member.task, member.out, member.where)
+            if enough:
+                _skip(member, enough, args)
+                done.append(member)
+                continue
+            task = member.task
+            if repetitions is not None and repetitions != task.repetitions:
+                _say(f"movebench: {family} {member.where}: {repetitions} repetitions in this launch (of "
+                     f"{task.repetitions}): more launches buy more precision than repetitions here (Kalibera and "
+                     "Jones)")
+                task = dataclasses.replace(task, repetitions=repetitions)
+            to_run.append((member, task))
+        if not to_run:
+            for member in done:
+                _forget(member)
             return 0
+        if name:
+            # A point's place in its group's launch moves from launch to launch, so that what the launch's
+            # start leaves behind (warm caches, a fresh DDict) falls on every member alike.
+            seed = os.environ.get("MOVEBENCH_LAUNCH_ORDER_SEED", "0")
+            random.Random(f"{seed}/{family}/{name}").shuffle(to_run)
         with _writing(task_path):
-            kernel_task = write_task(task, task_path, tmp_out, tmp_meta)
-        argv = runtime.command(kernel_task, task_path, args.launcher)
+            kernel_tasks = [Task.from_dict({**task.to_dict(), "out": str(m.tmp("out")), "meta": str(m.tmp("meta"))})
+                            for m, task in to_run]
+            if name:
+                records.write_text(task_path, json.dumps({"group": [t.to_dict() for t in kernel_tasks],
+                                                          "name": name}, indent=2) + "\n")
+                argv = runtime.group_command(kernel_tasks, task_path, args.launcher)
+            else:
+                write_task(to_run[0][1], task_path, kernel_tasks[0].out, kernel_tasks[0].meta)
+                argv = runtime.command(kernel_tasks[0], task_path, args.launcher)
         _say("movebench: " + shlex.join(argv))
+        first = to_run[0][1]
         running = machine.RunningPoints()
-        running.enter({"campaign": args.campaign, "family": family, "point_path": point_path,
-                       "results": str(out.parent)})
+        running.enter({"campaign": args.campaign, "family": family,
+                       "point_path": name or families.point_path(first.point), "results": str(members[0].out.parent)})
         started = time.time()
         reason, rc, watch = None, None, None
-        env = runtime.environment(task, os.environ)
+        env = runtime.environment(first, os.environ)
         if "SLURM_JOB_ID" in env:
             from movebench import cluster  # Slurm's helpers: a local point need not import them
 
@@ -343,49 +451,89 @@ def _run_point(args, signals: _Signals) -> int:
         leftovers = watch.finish() if watch is not None else []
         if leftovers:
             _say(f"movebench: removed {len(leftovers)} shared-memory segment(s) the job left: {', '.join(leftovers)}")
-        recs = []
         if reason is None and rc != 0:
             reason = f"kernel exited with status {rc}{_signal_of(rc)}"
             if any(marker in line for line in (run.tail if run else ()) for marker in
                    ("No space left on device", "Errno 28", "Disk quota exceeded", "cannot write the records")):
-                reason += f" (no space left on a device: {_fullest(out.parent, task.settings)})"
-        if reason is None:
-            try:
-                recs = records.read_jsonl(tmp_out)
-            except (OSError, json.JSONDecodeError) as exc:
-                reason = f"kernel wrote no readable records: {exc}"
-        if reason is None:
-            bad = [r for r in recs if not r.get("ok", False)]
-            if bad:
-                reason = f"{len(bad)} of {len(recs)} repetitions failed: {bad[0].get('error')}"
-        if reason is None:
-            # Finished: recorded even when an interrupt came after the kernel's end (its work is complete).
-            meta = json.loads(tmp_meta.read_text()) if tmp_meta.exists() else {}
-            meta.update(launch_start=started, launch_end=ended, launch_wall_s=ended - started,
-                        launcher=args.launcher, command=shlex.join(argv), config_hash=args.config_hash,
-                        campaign=args.campaign, task=task.to_dict(), launch=task.launch,
-                        launch_order_seed=_int_or_none(os.environ.get("MOVEBENCH_LAUNCH_ORDER_SEED")),
-                        overlapped_with=overlapped, shm_segments_removed=leftovers)
-            if runtime.is_mpi:
-                meta["transport"] = run.transport.summary()
-            with _writing(meta_out):
-                records.write_json(meta_out, meta)
-            os.replace(tmp_out, out)
-            failed.unlink(missing_ok=True)
-            _say(f"movebench: {family} {where}: {len(recs)} records in {ended - started:.1f} s")
-            return 0
-        with _writing(failed):
-            records.write_json(failed, {
-                "family": family, "point_path": point_path, "launch": task.launch, **point, "ok": False,
-                "error": reason,
-                "returncode": rc, "start": started, "end": ended, "command": shlex.join(argv),
-                "log_tail": list(run.tail) if run else [], "config_hash": args.config_hash, "records": recs,
-                "overlapped_with": overlapped, "shm_segments_removed": leftovers})
-        _say(f"movebench: {family} {where} FAILED: {reason}", sys.stderr)
-        return 1
+                reason += f" (no space left on a device: {_fullest(members[0].out.parent, first.settings)})"
+        order = [m.where for m, _ in to_run]
+        failures = 0
+        for position, (member, task) in enumerate(to_run):
+            why, recs = _outcome(member, reason)
+            common = {"overlapped_with": overlapped, "shm_segments_removed": leftovers}
+            if name:
+                common["launch_group"] = {"name": name, "size": len(members), "position": position, "order": order}
+            if why is None:
+                # Finished: recorded even when an interrupt or a later member's failure came after it.
+                meta = json.loads(member.tmp("meta").read_text()) if member.tmp("meta").exists() else {}
+                meta.update(launch_start=started, launch_end=ended, launch_wall_s=ended - started,
+                            launcher=args.launcher, command=shlex.join(argv), config_hash=args.config_hash,
+                            campaign=args.campaign, task=task.to_dict(), launch=task.launch,
+                            launch_order_seed=_int_or_none(os.environ.get("MOVEBENCH_LAUNCH_ORDER_SEED")), **common)
+                if runtime.is_mpi:
+                    meta["transport"] = run.transport.summary()
+                with _writing(member.meta):
+                    records.write_json(member.meta, meta)
+                os.replace(member.tmp("out"), member.out)
+                member.failed.unlink(missing_ok=True)
+                _keep(member)
+                done.append(member)
+                _say(f"movebench: {family} {member.where}: {len(recs)} records in {ended - started:.1f} s"
+                     + (f" (launch group {name}, {len(to_run)} points)" if name else ""))
+                continue
+            failures += 1
+            with _writing(member.failed):
+                records.write_json(member.failed, {
+                    "family": family, "point_path": families.point_path(task.point), "launch": task.launch,
+                    **task.point, "ok": False, "error": why, "returncode": rc, "start": started, "end": ended,
+                    "command": shlex.join(argv), "log_tail": list(run.tail) if run else [],
+                    "config_hash": args.config_hash, "records": recs, **common})
+            _say(f"movebench: {family} {member.where} FAILED: {why}", sys.stderr)
+        if failures:
+            if name and done:
+                _say(f"movebench: {family} launch group {name}: {len(done)} of {len(members)} points finished and "
+                     "are kept for the rerun, which measures only the others", sys.stderr)
+            return 1
+        for member in done:
+            _forget(member)
+        return 0
     finally:
-        for leftover in (tmp_out, tmp_meta, task_path):
-            leftover.unlink(missing_ok=True)
+        for member, _ in to_run:
+            for leftover in (member.tmp("out"), member.tmp("meta")):
+                leftover.unlink(missing_ok=True)
+        task_path.unlink(missing_ok=True)
+
+
+def _outcome(member: Member, reason: str | None) -> tuple[str | None, list[dict]]:
+    """(why the member failed or None, its records): a member whose kernel wrote ok records finished, whatever
+    ended the launch after it."""
+    try:
+        recs = records.read_jsonl(member.tmp("out"))
+    except FileNotFoundError:
+        return reason or ("the kernel wrote no records for this point (it ended before the point ran, or the "
+                          "point raised: see the log)"), []
+    except (OSError, json.JSONDecodeError) as exc:
+        return reason or f"kernel wrote no readable records: {exc}", []
+    if reason is not None and not member.tmp("meta").exists():
+        return reason, recs
+    bad = [r for r in recs if not r.get("ok", False)]
+    if bad:
+        return f"{len(bad)} of {len(recs)} repetitions failed: {bad[0].get('error')}", recs
+    if reason is not None and len(recs) == 0:
+        return reason, recs
+    return None, recs
+
+
+def _group(text: str) -> tuple[list[Task], str]:
+    """A launch group as JSON, or @path of a file holding it: (its tasks, its name)."""
+    try:
+        data = json.loads(Path(text[1:]).read_text() if text.startswith("@") else text)
+        tasks = [Task.from_dict(t) for t in data["group"]]
+    except (OSError, json.JSONDecodeError, ValueError, KeyError, TypeError) as exc:
+        raise argparse.ArgumentTypeError(f"not a launch group: {exc}") from None
+    if not tasks or len({t.family for t in tasks}) != 1:
+        raise argparse.ArgumentTypeError("a launch group holds one family's tasks, at least one")
+    return tasks, str(data.get("name") or "group")
 
 
 def _task(text: str) -> Task:
@@ -398,15 +546,22 @@ def _task(text: str) -> Task:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m movebench.launch", description=__doc__.split("\n\n")[0])
-    p.add_argument("--task", type=_task, required=True,
-                   help="the point's task as JSON (or @FILE): family, variant, point, settings, repetitions, "
-                        "warmups, ranks, nodes")
+    one = p.add_mutually_exclusive_group(required=True)
+    one.add_argument("--task", type=_task,
+                     help="the point's task as JSON (or @FILE): family, variant, point, settings, repetitions, "
+                          "warmups, ranks, nodes")
+    one.add_argument("--group", type=_group,
+                     help='a launch group as JSON (or @FILE): {"name": ..., "group": [task, ...]}, its points run in '
+                          "one launch; each writes <raw>/<family>/<launch path>.jsonl and .meta.json")
     p.add_argument("--launcher", default="mpiexec",
                    help="MPI launcher; may contain {ranks} and {nodes}, else '-n <ranks>' is appended")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds before the point is killed")
-    p.add_argument("--out", required=True, help="the point's records (.jsonl)")
-    p.add_argument("--meta", required=True, help="the point's meta (.meta.json)")
-    p.add_argument("--failed", required=True, help="where a failure record goes")
+    p.add_argument("--out", help="the point's records (.jsonl); with --task")
+    p.add_argument("--meta", help="the point's meta (.meta.json); with --task")
+    p.add_argument("--failed", required=True,
+                   help="where a failure record goes (with --group: the folder of the families' failure records)")
+    p.add_argument("--raw", help="with --group: the folder of the families' records")
+    p.add_argument("--kept", help="with --group: where finished points wait out a failed launch of their group")
     p.add_argument("--config-hash", default=os.environ.get("MOVEBENCH_CONFIG_HASH"),
                    help="hash of the campaign config, for the meta (default: $MOVEBENCH_CONFIG_HASH)")
     p.add_argument("--campaign", default=os.environ.get("MOVEBENCH_CAMPAIGN"),
@@ -415,7 +570,13 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    return run_point(parser().parse_args(argv))
+    p = parser()
+    args = p.parse_args(argv)
+    if args.task is not None and not (args.out and args.meta):
+        p.error("--task needs --out and --meta")
+    if args.group is not None and not args.raw:
+        p.error("--group needs --raw")
+    return run_point(args)
 
 
 if __name__ == "__main__":

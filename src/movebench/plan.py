@@ -7,15 +7,41 @@ replication (docs/compare.md, "Launches"): `tasks` gives each launch its task
 (Paramspace's `instance` idea). Launch 0's path is the point's path, so a one-launch campaign keeps
 the paths it always had; launch k > 0 adds a segment `launch~k`. `launch_order` interleaves the
 launches: round k of every point before round k+1 of any, in a shuffled order within the round.
+
+`launch_groups` gathers, in families whose section asks for it (`launch_groups`, kv's default), the
+launches of points that agree on what a launch fixes (`Family.launch_group_axes`) and have the same
+launch index into one `LaunchGroup`: one job, one launch, the points measured one after another in
+it (in an order `movebench.launch` shuffles with the run's seed), each still writing its own records.
+A launch group, not a point, is then what the order places and what a rerun repeats.
 """
 
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 
 from movebench import families
 from movebench.config import CAMPAIGN, enabled_families
-from movebench.core.task import Task, launch_path, planned_launches, point_path_of
+from movebench.core.task import LAUNCH, Task, launch_path, planned_launches, point_path_of
+
+#: the folder under a family's logs that holds its launch groups' logs
+GROUPS = "groups"
+
+
+@dataclass(frozen=True)
+class LaunchGroup:
+    """Launches of one family's points that run as one launch: `members` are their launch paths."""
+
+    family: str
+    #: axis~value segments of the values the members share (the family's launch group axes)
+    key_path: str
+    launch: int
+    members: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        """The group's path: its shared values and its launch, e.g. `nodes~1/clients_per_node~2/launch~0`."""
+        return f"{self.key_path}/{LAUNCH}~{self.launch}"
 
 
 def grid(config: dict) -> dict[str, list[dict]]:
@@ -34,13 +60,37 @@ def tasks(config: dict, grid_: dict[str, list[dict]]) -> dict[str, dict[str, Tas
     return out
 
 
-def launch_order(tasks_: dict[str, dict[str, Task]], seed: int) -> list[tuple[str, str]]:
-    """(family, launch path) in the order they are to run: round k (every point's launch k) before round k+1,
-    each round shuffled with `seed`, so that no point's launches run back to back and a slow drift of the
-    machine falls on every point alike (Abedi and Brecht's randomized multiple interleaved trials)."""
+def launch_groups(config: dict, tasks_: dict[str, dict[str, Task]]) -> dict[str, list[LaunchGroup]]:
+    """Family -> its launch groups, for the families whose section has `launch_groups` true."""
+    out = {}
+    for family, by_path in tasks_.items():
+        fam = families.load(family)
+        if not config[family].get("launch_groups") or not fam.launch_group_axes:
+            continue
+        members: dict[tuple[str, int], list[str]] = {}
+        for path, task in by_path.items():
+            key = families.point_path({a: task.point[a] for a in fam.launch_group_axes if a in task.point})
+            members.setdefault((key, task.launch), []).append(path)
+        out[family] = [LaunchGroup(family, key, launch, tuple(sorted(paths)))
+                       for (key, launch), paths in sorted(members.items(), key=lambda kv: (kv[0][1], kv[0][0]))]
+    return out
+
+
+def launch_order(tasks_: dict[str, dict[str, Task]], seed: int,
+                 groups: dict[str, list[LaunchGroup]] | None = None) -> list[tuple[str, str]]:
+    """(family, launch path or launch group name) in the order the jobs are to run: round k (every point's
+    launch k) before round k+1, each round shuffled with `seed`, so that no point's launches run back to back
+    and a slow drift of the machine falls on every point alike (Abedi and Brecht's randomized multiple
+    interleaved trials). A family's launches in `groups` are placed as their groups."""
     rng = random.Random(seed)
     rounds: dict[int, list[tuple[str, str]]] = {}
+    grouped = {family for family in (groups or {})}
+    for family, family_groups in (groups or {}).items():
+        for group in family_groups:
+            rounds.setdefault(group.launch, []).append((family, group.name))
     for family, by_path in tasks_.items():
+        if family in grouped:
+            continue
         for path, task in by_path.items():
             rounds.setdefault(task.launch, []).append((family, path))
     order: list[tuple[str, str]] = []
@@ -48,10 +98,16 @@ def launch_order(tasks_: dict[str, dict[str, Task]], seed: int) -> list[tuple[st
         round_ = sorted(rounds[k])
         rng.shuffle(round_)
         # nor two launches of one point in a row across a round's edge
-        if order and len(round_) > 1 and point_path_of(round_[0][1]) == point_path_of(order[-1][1]):
+        if order and len(round_) > 1 and _unit(round_[0]) == _unit(order[-1]):
             round_[0], round_[1] = round_[1], round_[0]
         order += round_
     return order
+
+
+def _unit(job: tuple[str, str]) -> tuple[str, str]:
+    """What must not run twice in a row: a point (its launches), or a launch group (its launches)."""
+    family, path = job
+    return family, point_path_of(path)
 
 
 def priorities(order: list[tuple[str, str]]) -> dict[str, dict[str, int]]:

@@ -131,6 +131,11 @@ class Family:
     bulky_meta: tuple[str, ...] = ()
     #: launches per point when neither the family's section nor the campaign says (the unit of replication)
     launches: int = 3
+    #: the axes whose values a launch fixes: points equal on them may share one launch (`launch_groups`); empty
+    #: when the kernel runs one point per launch
+    launch_group_axes: tuple[str, ...] = ()
+    #: whether they do when the section does not say
+    launch_groups: bool = False
 
     # --- the grid ---
 

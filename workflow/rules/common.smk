@@ -14,9 +14,11 @@ TABLES = f"{RESULTS}/tables"
 GRID = plan.grid(config)
 # Family -> launch path -> the launch's task (the point, the kernel's settings, repetitions, launch, ...).
 TASKS = plan.tasks(config, GRID)
+# Family -> its launch groups (families whose points share launches: launch_groups).
+GROUPS = plan.launch_groups(config, TASKS)
 # The launches' order: round by round, shuffled within a round (the seed is recorded with the run).
 LAUNCH_ORDER_SEED = campaign.launch_order_seed(CAMPAIGN)
-LAUNCH_ORDER = plan.launch_order(TASKS, LAUNCH_ORDER_SEED)
+LAUNCH_ORDER = plan.launch_order(TASKS, LAUNCH_ORDER_SEED, GROUPS)
 PRIORITY = plan.priorities(LAUNCH_ORDER)
 PACKAGE = Path(workflow.basedir) / "src" / "movebench"
 
@@ -72,6 +74,40 @@ def point_resources(family):
     }
 
 
+def group_rule_name(group, index):
+    return f"{group.family}_group_{index}"
+
+
+def group_outputs(group, ext):
+    return [f"{RAW}/{group.family}/{path}{ext}" for path in group.members]
+
+
+def group_params(group):
+    tasks = [campaign.task_of(TASKS, group.family, path).to_dict() for path in group.members]
+    return {
+        "tasks": json.dumps({"group": tasks, "name": group.name}),
+        "raw": RAW,
+        "failed": FAILED,
+        "kept": f"{RESULTS}/.kept",
+        # each member gets the campaign's timeout
+        "timeout": CAMPAIGN["timeout"] * len(group.members),
+        "launcher": lambda w, resources: getattr(resources, "mpi", "mpiexec"),
+    }
+
+
+def group_resources(group):
+    """The members' largest need: they share ranks and nodes (the family's launch group axes)."""
+    fam, section = families.load(group.family), config[group.family]
+    needs = [fam.resources(campaign.task_of(TASKS, group.family, p).point, section) for p in group.members]
+    return {
+        "tasks": max(n["tasks"] for n in needs),
+        "nodes": max(n["nodes"] for n in needs),
+        "mem_mb": max(n["mem_mb"] for n in needs),
+        "runtime": campaign.runtime_minutes(CAMPAIGN) * len(group.members),
+        "benchmark_slots": 1,
+    }
+
+
 # The command every point rule runs; quoted, so that a results_dir with spaces stays one word.
 LAUNCH = (
     "python -m movebench.launch --task {params.task:q} --launcher {params.launcher:q}"
@@ -79,7 +115,15 @@ LAUNCH = (
     " --failed {params.failed:q} > {log:q} 2>&1"
 )
 
-CAMPAIGN_RUN = campaign.CampaignRun(config, GRID, TASKS, LAUNCH_ORDER, LAUNCH_ORDER_SEED)
+# A launch group's job: its members' tasks; each member's records, meta and failure record at its own path.
+GROUP_LAUNCH = (
+    "python -m movebench.launch --group {params.tasks:q} --launcher {params.launcher:q}"
+    " --timeout {params.timeout} --raw {params.raw:q} --failed {params.failed:q} --kept {params.kept:q}"
+    " > {log:q} 2>&1"
+)
+
+GROUP_RULES = {group_rule_name(group, i): group for family in GROUPS for i, group in enumerate(GROUPS[family])}
+CAMPAIGN_RUN = campaign.CampaignRun(config, GRID, TASKS, LAUNCH_ORDER, LAUNCH_ORDER_SEED, GROUP_RULES)
 CAMPAIGN_RUN.watch(workflow)
 
 

@@ -57,6 +57,8 @@ def _is_sparse(point: dict) -> bool:
 class Bcast(Family):
     name = "bcast"
     variant = "method"
+    # what one launch fixes (the runtime's start, the MPI library and its thread level)
+    launch_group_axes = ("nodes", "ranks", "mpi_thread_level")
     axes = (
         Axis("kind", "kinds"),
         Axis("method", "methods"),

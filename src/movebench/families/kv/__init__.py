@@ -50,6 +50,10 @@ class KV(Family):
     name = "kv"
     runtime = "dragon"
     variant = "operation"
+    # what one launch fixes (the runtime's start, the DDict and its clients)
+    launch_group_axes = ("nodes", "clients_per_node", "managers_per_node", "data_format")
+    # Dragon's start costs seconds a point: kv's points share launches unless the section says not
+    launch_groups = True
     axes = (
         Axis("operation", "operations"),
         Axis("nodes", "nodes"),

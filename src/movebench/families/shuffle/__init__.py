@@ -75,6 +75,8 @@ def _is_shuffle(point: dict) -> bool:
 class Shuffle(Family):
     name = "shuffle"
     variant = "pattern"
+    # what one launch fixes (the runtime's start, the MPI library and its thread level)
+    launch_group_axes = ("nodes", "ranks", "mpi_thread_level")
     axes = (
         Axis("pattern", "patterns"),
         Axis("nodes", "nodes"),

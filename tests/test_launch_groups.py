@@ -1,0 +1,150 @@
+"""Launch groups: points of one family that share what a launch fixes run in one launch, each writing its own
+records; the plan groups them, the order places the groups, a failed member loses none of the others."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import snakemake
+from movebench import config as campaign_config
+from movebench import plan
+
+STREAM = {"patterns": ["uni"], "ranks": [2], "nodes": [1], "windows": [1], "iterations": 20}
+
+
+def planned(config: dict):
+    config = campaign_config.validate(config)
+    tasks = plan.tasks(config, plan.grid(config))
+    return config, tasks, plan.launch_groups(config, tasks)
+
+
+def test_kv_points_share_a_launch_by_default_and_the_order_places_groups():
+    config, tasks, groups = planned({"campaign": {"launches": 2},
+                                     "kv": {"operations": ["put", "get"], "value_sizes": ["4KiB", "64KiB"],
+                                            "clients_per_node": [1, 2]}})
+    assert config["kv"]["launch_groups"] is True
+    kv = groups["kv"]
+    # two client counts x two launches; each group holds both operations at both sizes
+    assert sorted(g.name for g in kv) == sorted(f"nodes~1/clients_per_node~{c}/managers_per_node~1/launch~{k}"
+                                                for c in (1, 2) for k in (0, 1))
+    assert all(len(g.members) == 4 for g in kv)
+    assert {p for g in kv for p in g.members} == set(tasks["kv"])
+    for group in kv:
+        assert {tasks["kv"][p].launch for p in group.members} == {group.launch}
+        assert {tasks["kv"][p].point["clients_per_node"] for p in group.members} == {int(group.key_path.split("~")[2]
+                                                                                        .split("/")[0])}
+    order = plan.launch_order(tasks, 5, groups)
+    assert sorted(name for _, name in order) == sorted(g.name for g in kv)
+    assert [name.endswith("launch~0") for _, name in order] == [True, True, False, False]  # rounds in order
+    assert set(plan.priorities(order)["kv"]) == {g.name for g in kv}
+
+
+def test_a_section_turns_groups_on_or_off_and_families_that_cannot_group_have_no_key():
+    _, _, groups = planned({"campaign": {"launches": 1}, "kv": {"launch_groups": False},
+                            "shuffle": {**STREAM, "message_sizes": ["1KiB", "2KiB"], "launch_groups": True}})
+    assert "kv" not in groups and [g.members for g in groups["shuffle"]] == [
+        ("pattern~uni/nodes~1/ranks~2/message_size~1024/window~1",
+         "pattern~uni/nodes~1/ranks~2/message_size~2048/window~1")]
+    with pytest.raises(campaign_config.ConfigError) as error:
+        campaign_config.validate({"campaign": {}, "io": {"launch_groups": True}})
+    assert "io.launch_groups" in error.value.message() and "unknown key" in error.value.message()
+
+
+def write(work: Path, config: dict) -> Path:
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "config.yaml").write_text(json.dumps(config))
+    return work
+
+
+def metas(results: Path) -> dict[str, dict]:
+    raw = results / "raw" / "shuffle"
+    return {p.relative_to(raw).as_posix().removesuffix(".meta.json"): json.loads(p.read_text())
+            for p in raw.rglob("*.meta.json")}
+
+
+@pytest.mark.pipeline
+@pytest.mark.mpi
+def test_a_launch_group_measures_its_points_in_one_launch_each_with_its_own_records(tmp_path):
+    sizes = ["1KiB", "2KiB", "4KiB"]
+    work = write(tmp_path / "work", {
+        "campaign": {"name": "groups", "results_dir": "results", "launches": 2, "repetitions": 2, "warmups": 1,
+                     "launch_order_seed": 3},
+        "shuffle": {**STREAM, "message_sizes": sizes, "launch_groups": True}})
+    dry = snakemake(work, "--dry-run")
+    assert "shuffle_group_0" in dry.stdout and "shuffle_point" not in dry.stdout
+    snakemake(work)
+    results = work / "results"
+    found = metas(results)
+    assert len(found) == 6  # 3 points x 2 launches, each its own records and meta
+    by_launch: dict[int, list[dict]] = {}
+    for path, meta in found.items():
+        assert meta["launch_group"]["size"] == 3 and meta["launch"] == (1 if "launch~1" in path else 0)
+        by_launch.setdefault(meta["launch"], []).append(meta)
+    for launch, group in by_launch.items():
+        # one launch: one command, one start; the points ran one after another in it, each once
+        assert len({m["launch_start"] for m in group}) == 1 and len({m["command"] for m in group}) == 1
+        assert sorted(m["launch_group"]["position"] for m in group) == [0, 1, 2]
+        kernel_ends = [m["kernel_end"] for m in sorted(group, key=lambda m: m["launch_group"]["position"])]
+        assert kernel_ends == sorted(kernel_ends)
+        assert group[0]["launch_group"]["name"] == f"nodes~1/ranks~2/launch~{launch}"
+    log = (results / "logs" / "shuffle" / "groups" / "nodes~1" / "ranks~2" / "launch~0.log").read_text()
+    assert log.count("records in") == 3 and "(launch group nodes~1/ranks~2/launch~0, 3 points)" in log
+    table = pd.read_parquet(results / "tables" / "shuffle.parquet")
+    assert table["point"].nunique() == 3 and sorted(table["launch"].unique()) == [0, 1]
+    assert (pd.read_csv(results / "tables" / "shuffle_summary.csv")["launches"] == 2).all()
+    assert not list((results / ".kept").rglob("*.jsonl"))  # a launch group that finished keeps no copies
+    assert "shuffle_group" not in snakemake(work, "--dry-run").stdout  # done: a rerun runs nothing
+
+
+KILLER = """#!{python}
+# An MPI launcher that runs mpiexec and stops it as soon as the launch group's first point has written its meta.
+import json, os, signal, subprocess, sys, time
+first = json.load(open(sys.argv[-1]))["group"][0]["meta"]
+proc = subprocess.Popen(["mpiexec", *sys.argv[1:]], start_new_session=True)
+while proc.poll() is None:
+    if os.path.exists(first):
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        sys.exit(3)
+    time.sleep(0.01)
+sys.exit(proc.returncode)
+"""
+
+
+@pytest.mark.pipeline
+@pytest.mark.mpi
+def test_a_failed_member_loses_none_of_its_group_and_the_rerun_measures_only_the_rest(tmp_path):
+    work = write(tmp_path / "work", {
+        "campaign": {"name": "groups", "results_dir": "results", "launches": 1, "repetitions": 3, "warmups": 1},
+        "shuffle": {**STREAM, "message_sizes": ["1KiB", "2KiB", "4KiB"], "iterations": "auto",
+                    "repetition_time": 0.2, "launch_groups": True}})
+    killer = tmp_path / "killer.py"
+    killer.write_text(KILLER.format(python=sys.executable))
+    killer.chmod(0o755)
+    first = snakemake(work, "--set-resources", f"shuffle_group_0:mpi='{killer}'", check=False)
+    assert first.returncode != 0
+    results = work / "results"
+    kept = {p.relative_to(results / ".kept" / "shuffle").as_posix() for p in (results / ".kept").rglob("*.jsonl")}
+    failed = {p.relative_to(results / "failed" / "shuffle").as_posix() for p in (results / "failed").rglob("*.json")}
+    assert len(kept) == 1 and len(failed) == 2 and not (kept & {f.replace(".json", ".jsonl") for f in failed})
+    kept_meta = json.loads((results / ".kept" / "shuffle" / next(iter(kept)).replace(".jsonl", ".meta.json"))
+                           .read_text())
+    record = json.loads((results / "failed" / "shuffle" / next(iter(failed))).read_text())
+    assert "kernel exited with status 3" in record["error"] and record["launch_group"]["size"] == 3
+    snakemake(work)
+    log = (results / "logs" / "shuffle" / "groups" / "nodes~1" / "ranks~2" / "launch~0.log").read_text()
+    assert log.count("finished in an earlier run of its launch group, kept") == 1 and log.count("records in") == 2
+    found = metas(results)
+    assert len(found) == 3 and not list((results / "failed").rglob("*.json"))
+    restored = found[next(iter(kept)).removesuffix(".jsonl")]
+    assert restored["launch_start"] == kept_meta["launch_start"]  # the finished point was not measured again
+    others = [m for path, m in found.items() if path + ".jsonl" not in kept]
+    assert all(m["launch_start"] > restored["launch_start"] for m in others)
+    # the rerun's launch held the two points still missing
+    assert len({m["launch_start"] for m in others}) == 1 and len(others[0]["launch_group"]["order"]) == 2
+    assert not list((results / ".kept").rglob("*.jsonl"))

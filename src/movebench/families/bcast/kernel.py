@@ -483,19 +483,17 @@ def buffer_memory_facts(comm, mode: str, source, state) -> dict | None:
     return facts
 
 
-def main(argv=None):
+def measure_task(comm, task, group_meta=None):
+    """One point: its arrays, windows and memory baseline are its own (made here, released on return), so that
+    an earlier point of the launch is neither in this one's baseline nor in its probes."""
     import tracemalloc
 
-    from mpi4py import MPI
+    from movebench.core.runner import run_mpi
 
-    from movebench.core.runner import load_task, run_mpi
-
-    task = load_task(argv)
     point, seed = task.point, task.settings["seed"]
     kind, method, dtype = point["kind"], point["method"], point["dtype"]
     shape = parse_shape(point["shape"])
     corrupt = task.settings.get("fault") == "corrupt-receive"
-    comm = MPI.COMM_WORLD
     if comm.size != point["ranks"] or comm.size < 2:
         raise SystemExit(f"movebench.bcast: the point has {point['ranks']} ranks (>= 2) but {comm.size} started")
 
@@ -537,12 +535,22 @@ def main(argv=None):
         "nnz": expected["meta"].get("nnz"),
         "memory_probe": "an untimed broadcast after each timed repetition",
         "memory": buffer_memory_facts(comm, memory_mode, source, state),
+        **(group_meta or {}),
     }
     try:
         run_mpi(comm, task, measure, extra_meta)
     finally:
         for window in state["windows"]:
             window.Free()
+
+
+def main(argv=None):
+    from mpi4py import MPI
+
+    from movebench.core.runner import each_task
+
+    for task, group_meta in each_task(argv):
+        measure_task(MPI.COMM_WORLD, task, group_meta)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,10 @@ One point = one operation at one value size, clients per node, managers per node
 and node count, run as one Dragon job (`python -m movebench.launchers.dragon -- dragon -s
 python -m movebench.families.kv.kernel TASK.json`, see launchers/dragon.py for why the wrapper;
 on more than one node `dragon -t <transport> -N <nodes>` in the point's allocation, and
-the Dragon launcher sweeps every node of it afterwards):
+the Dragon launcher sweeps every node of it afterwards). A launch group's points (same nodes,
+clients, managers, data format) run one after another in one Dragon runtime: its start-up is
+paid, and recorded as `dragon_startup_s`, by the first point only (0.0 for the others); a point
+that fails leaves no files, and the next one runs:
 
 - The head creates `DDict(managers_per_node, nodes, total_mem x nodes,
   streams_per_manager=...)` and starts `nodes x clients_per_node` clients with

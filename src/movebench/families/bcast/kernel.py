@@ -488,7 +488,7 @@ def measure_task(comm, task, group_meta=None):
     an earlier point of the launch is neither in this one's baseline nor in its probes."""
     import tracemalloc
 
-    from movebench.core.runner import run_mpi
+    from movebench.core.runner import release_memory, run_mpi
 
     point, seed = task.point, task.settings["seed"]
     kind, method, dtype = point["kind"], point["method"], point["dtype"]
@@ -517,6 +517,10 @@ def measure_task(comm, task, group_meta=None):
         }
     else:
         source = expected = None
+    # The generated array went back to malloc: after an earlier point of the launch freed a large block, glibc
+    # serves blocks this large from its heap (its mmap threshold rises) and keeps them resident when freed, and a
+    # probe reusing those pages would not grow RSS. Handed back, the baseline is this point's alone.
+    release_memory()
     # tracemalloc's own tables live in RSS: on at the baseline, as in every probe, so that they do not count
     # as the broadcast's; off again, as in every timed broadcast.
     tracemalloc.start()

@@ -252,6 +252,11 @@ class Family:
         `transport` between nodes); none for mpi."""
         return {}
 
+    def group_runtime_options(self, tasks: list[Task]) -> dict:
+        """`runtime_options` for a launch group (tasks that share what the launch fixes): the first task's, unless
+        the family's needs differ between the group's points."""
+        return self.runtime_options(tasks[0])
+
 
 #: MPI's thread level and the pages behind the kernel's buffers: factors of every MPI family that
 #: measures messages (docs/kernels.md, sections 4 and 5), swept like any axis.

@@ -8,6 +8,15 @@ The point goes into every record verbatim: it is the record's identity. Rank 0 w
 and meta to the task's paths; launch renames them into place only when the whole job succeeded,
 so a half-run point never looks finished.
 
+A launch may hold several points of one family (a launch group): the task file is then
+`{"group": [task, task, ...]}`, each task with its own `out` and `meta`. What a launch fixes (the
+ranks and nodes of an MPI family; kv's Dragon runtime) is paid once for the group instead of once per
+point. The kernel measures the tasks in the order given and writes each task's files as soon as that
+task is done, so a crash later in the launch keeps the finished tasks (launch records the missing ones
+as failed); what one task allocated is released before the next starts, so one point's buffers never
+sit in the next one's memory or its figures. Each task's meta says where it ran in its launch
+(`group_position`, `group_size`; 0 and 1 for a task file of one task).
+
 `repetitions` is a count or an adaptive rule (core.adaptive): `run_mpi` measures until the rule
 stops, rank 0's decision broadcast so that every rank stops after the same repetition, and every
 record carries why the point stopped (`stop_reason`: fixed, ci_target, max_repetitions,
@@ -18,6 +27,7 @@ max_seconds, failed), the median's relative 95% CI half-width over the counted e
 from __future__ import annotations
 
 import errno
+import gc
 import json
 import sys
 import time
@@ -33,15 +43,71 @@ def counted_value(rec: dict) -> float | None:
     return elapsed if rec.get("ok", True) and elapsed is not None else None
 
 
-def load_task(argv=None) -> Task:
-    """The task whose path is the kernel's one argument."""
+def _task_file(argv) -> tuple[str, object]:
+    """The kernel's one argument and the JSON it names."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if len(argv) != 1 or argv[0].startswith("-"):
         prog = sys.argv[0] if sys.argv and sys.argv[0] else "kernel"
         sys.exit(f"usage: {prog} TASK.json  (a task written by python -m movebench.launch; see movebench.runner)")
     with open(argv[0]) as f:
-        return Task.from_dict(json.load(f))
+        return argv[0], json.load(f)
 
+
+def _is_group(data) -> bool:
+    return isinstance(data, dict) and "group" in data
+
+
+def load_tasks(argv=None) -> list[Task]:
+    """The launch's tasks, in the order they are to run: one task, or a group's (the module's docstring)."""
+    path, data = _task_file(argv)
+    if not _is_group(data):
+        return [Task.from_dict(data)]
+    group = data["group"]
+    if not isinstance(group, list) or not group:
+        raise ValueError(f"{path}: a group is a non-empty list of tasks")
+    tasks = [Task.from_dict(item) for item in group]
+    families = {t.family for t in tasks}
+    if len(families) > 1:
+        raise ValueError(f"{path}: a group runs one family's kernel, not {', '.join(sorted(families))}")
+    outs = [t.out for t in tasks]
+    if any(outs) and len(set(outs)) < len(outs):
+        raise ValueError(f"{path}: the group's tasks must write to distinct files")
+    return tasks
+
+
+def load_task(argv=None) -> Task:
+    """The task whose path is the kernel's one argument; a kernel that reads a group uses `load_tasks`."""
+    path, data = _task_file(argv)
+    if _is_group(data):
+        sys.exit(f"movebench: {path} holds a launch group; this kernel runs one task (a kernel that runs a group "
+                 "reads it with movebench.core.runner.load_tasks)")
+    return Task.from_dict(data)
+
+
+def each_task(argv=None):
+    """`(task, group_meta)` for each of the launch's tasks, in order, what a task left released before the next
+    one starts (`release_memory`)."""
+    tasks = load_tasks(argv)
+    for position, task in enumerate(tasks):
+        yield task, {"group_position": position, "group_size": len(tasks)}
+        if position + 1 < len(tasks):
+            release_memory()
+
+
+def release_memory() -> None:
+    """Collect what a finished task left unreachable and hand the heap's free pages back to the kernel.
+
+    A reference cycle would keep a task's buffers until Python's collector ran, maybe inside the next task's
+    timed region; and glibc keeps freed heap memory resident, so the next task's RSS baseline would hold it and
+    its allocations would reuse it without growing RSS (bcast measures exactly that growth).
+    """
+    gc.collect()
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to trim by name
+        pass
 
 
 def run_mpi(comm, task: Task, measure, extra_meta=None) -> list[dict]:

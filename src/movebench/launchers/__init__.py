@@ -36,6 +36,19 @@ class Runtime:
             return mpi.command(task, kernel, launcher)
         return dragon.command(task, kernel, family_of(task.family).runtime_options(task))
 
+    def group_command(self, tasks: list[Task], task_path, launcher: str = "mpiexec") -> list[str]:
+        """The command of a launch group's kernel on its group file (core.runner's docstring has its form).
+
+        The group's tasks share what the launch fixes (an MPI family's ranks and nodes; kv's nodes and
+        processes), so the first task places it; Dragon's room and segments are sized for the group's largest
+        need (Family.group_runtime_options), and its launch record goes into every task's meta."""
+        first = tasks[0]
+        kernel = [sys.executable, "-m", f"movebench.families.{first.family}.kernel", str(task_path)]
+        if self.is_mpi:
+            return mpi.command(first, kernel, launcher)
+        return dragon.command(first, kernel, family_of(first.family).group_runtime_options(tasks),
+                              metas=[t.meta for t in tasks if t.meta])
+
     def environment(self, task: Task, env) -> dict:
         """The kernel's environment: `env` with what the runtime sets for the point."""
         return mpi.environment(task, env) if self.is_mpi else dict(env)

@@ -325,23 +325,29 @@ def child_env(scratch: str, extra=None) -> dict:
     return env
 
 
-def merge_meta(path, info: dict) -> None:
+def merge_meta(paths, info: dict) -> None:
+    """`info` under `dragon_launch` in each of `paths` (one path, or a launch group's) that the program wrote.
+
+    The runtime's start-up runs to the first head start and its teardown from the last head end of the
+    files, so a group's tasks share one launch record, as they shared one runtime."""
     from movebench.core import records
 
-    path = Path(path)
-    if not path.exists():
-        return
-    try:
-        meta = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return
-    head_start, head_end = meta.get("head_start"), meta.get("head_end")
-    if head_start is not None:
-        info["runtime_startup_s"] = head_start - info["start"]
-    if head_end is not None:
-        info["runtime_teardown_s"] = info["end"] - head_end
-    meta["dragon_launch"] = info
-    records.write_json(path, meta)
+    paths = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
+    metas = {}
+    for path in paths:
+        try:
+            metas[path] = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+    starts = [m["head_start"] for m in metas.values() if m.get("head_start") is not None]
+    ends = [m["head_end"] for m in metas.values() if m.get("head_end") is not None]
+    if starts:
+        info["runtime_startup_s"] = min(starts) - info["start"]
+    if ends:
+        info["runtime_teardown_s"] = info["end"] - max(ends)
+    for path, meta in metas.items():
+        meta["dragon_launch"] = info
+        records.write_json(path, meta)
 
 
 def run(argv, meta=None, shm_bytes=0, timeout=None, grace=GRACE_S, env=None, nodes=1) -> int:
@@ -400,10 +406,11 @@ def run(argv, meta=None, shm_bytes=0, timeout=None, grace=GRACE_S, env=None, nod
     return rc
 
 
-def command(task: Task, kernel: list[str], options: dict) -> list[str]:
+def command(task: Task, kernel: list[str], options: dict, metas=None) -> list[str]:
     """`dragon -s` on one node (it refuses to start without -s when Slurm is installed but no job runs);
     `dragon -t <transport> -N <nodes>` on more, in the allocation, and this wrapper sweeps every node after it.
-    `options` are the family's (Family.runtime_options): `shm_bytes`, `env`, `transport`."""
+    `options` are the family's (Family.runtime_options): `shm_bytes`, `env`, `transport`. `metas`: the meta
+    files the launch record goes into (default: the task's; a launch group's: every task's)."""
     beside = Path(sys.executable).with_name("dragon")
     dragon = str(beside) if beside.exists() else "dragon"
     mode = ["-s"] if task.nodes == 1 else ["-N", str(task.nodes)]
@@ -412,8 +419,8 @@ def command(task: Task, kernel: list[str], options: dict) -> list[str]:
     wrapper = [sys.executable, "-m", __name__, "--shm-bytes", str(options.get("shm_bytes", 0))]
     if task.nodes > 1:
         wrapper += ["--nodes", str(task.nodes)]
-    if task.meta:
-        wrapper += ["--meta", task.meta]
+    for meta in ([task.meta] if metas is None and task.meta else metas or []):
+        wrapper += ["--meta", meta]
     for name, value in (options.get("env") or {}).items():
         wrapper += ["--env", f"{name}={value}"]
     return [*wrapper, "--", dragon, *mode, *kernel]
@@ -421,7 +428,9 @@ def command(task: Task, kernel: list[str], options: dict) -> list[str]:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m movebench.launchers.dragon", description=__doc__.split("\n\n")[0])
-    p.add_argument("--meta", help="a JSON file the program writes; launch timings are merged into it")
+    p.add_argument("--meta", action="append", default=[],
+                   help="a JSON file the program writes; launch timings are merged into it (repeated: a launch "
+                        "group's files, each one that exists)")
     p.add_argument("--shm-bytes", type=int, default=0, help="refuse to launch with less free room in /dev/shm")
     p.add_argument("--timeout", type=float, default=None, help="seconds before Dragon is stopped")
     p.add_argument("--grace", type=float, default=GRACE_S, help="seconds between SIGINT and SIGKILL")

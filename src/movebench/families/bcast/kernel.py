@@ -483,19 +483,17 @@ def buffer_memory_facts(comm, mode: str, source, state) -> dict | None:
     return facts
 
 
-def main(argv=None):
+def measure_task(comm, task, group_meta=None):
+    """One point: its arrays, windows and memory baseline are its own (made here, released on return), so that
+    an earlier point of the launch is neither in this one's baseline nor in its probes."""
     import tracemalloc
 
-    from mpi4py import MPI
+    from movebench.core.runner import release_memory, run_mpi
 
-    from movebench.core.runner import load_task, run_mpi
-
-    task = load_task(argv)
     point, seed = task.point, task.settings["seed"]
     kind, method, dtype = point["kind"], point["method"], point["dtype"]
     shape = parse_shape(point["shape"])
     corrupt = task.settings.get("fault") == "corrupt-receive"
-    comm = MPI.COMM_WORLD
     if comm.size != point["ranks"] or comm.size < 2:
         raise SystemExit(f"movebench.bcast: the point has {point['ranks']} ranks (>= 2) but {comm.size} started")
 
@@ -519,6 +517,10 @@ def main(argv=None):
         }
     else:
         source = expected = None
+    # The generated array went back to malloc: after an earlier point of the launch freed a large block, glibc
+    # serves blocks this large from its heap (its mmap threshold rises) and keeps them resident when freed, and a
+    # probe reusing those pages would not grow RSS. Handed back, the baseline is this point's alone.
+    release_memory()
     # tracemalloc's own tables live in RSS: on at the baseline, as in every probe, so that they do not count
     # as the broadcast's; off again, as in every timed broadcast.
     tracemalloc.start()
@@ -537,12 +539,22 @@ def main(argv=None):
         "nnz": expected["meta"].get("nnz"),
         "memory_probe": "an untimed broadcast after each timed repetition",
         "memory": buffer_memory_facts(comm, memory_mode, source, state),
+        **(group_meta or {}),
     }
     try:
         run_mpi(comm, task, measure, extra_meta)
     finally:
         for window in state["windows"]:
             window.Free()
+
+
+def main(argv=None):
+    from mpi4py import MPI
+
+    from movebench.core.runner import each_task
+
+    for task, group_meta in each_task(argv):
+        measure_task(MPI.COMM_WORLD, task, group_meta)
 
 
 if __name__ == "__main__":

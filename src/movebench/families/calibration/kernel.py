@@ -93,14 +93,12 @@ def fio_version() -> str | None:
     return subprocess.run(["fio", "--version"], capture_output=True, text=True).stdout.strip() or None
 
 
-def main(argv=None):
-    from mpi4py import MPI
+def measure_task(comm, task, group_meta=None):
+    """One probe: its buffers or fio folder are its own, released or removed on return."""
+    from movebench.core.runner import run_mpi
 
-    from movebench.core.runner import load_task, run_mpi
-
-    task = load_task(argv)
     point, settings = task.point, task.settings
-    comm = MPI.COMM_WORLD
+    group_meta = group_meta or {}
     if point["probe"] == "memcpy":
         if comm.size != point["ranks"]:
             raise SystemExit(f"movebench.calibration: the point has {point['ranks']} ranks but {comm.size} started")
@@ -113,7 +111,7 @@ def main(argv=None):
         def measure(rep, warmup):
             return copy_loop(comm, src, dst, iterations)
 
-        run_mpi(comm, task, measure, {"buffers_reused": True})
+        run_mpi(comm, task, measure, {"buffers_reused": True, **group_meta})
         return
     version = fio_version()
     folder = None
@@ -133,10 +131,19 @@ def main(argv=None):
         def measure(rep, warmup):
             return runs.pop(0) if runs else fio(1)[0]
     try:
-        run_mpi(comm, task, measure, {"fio_version": version, "fio_path": settings["fio_path"]})
+        run_mpi(comm, task, measure, {"fio_version": version, "fio_path": settings["fio_path"], **group_meta})
     finally:
         if folder:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def main(argv=None):
+    from mpi4py import MPI
+
+    from movebench.core.runner import each_task
+
+    for task, group_meta in each_task(argv):
+        measure_task(MPI.COMM_WORLD, task, group_meta)
 
 
 def _existing(path: str) -> str:

@@ -204,15 +204,12 @@ class Point:
         return elapsed, self.total, extras
 
 
-def main(argv=None):
-    from mpi4py import MPI
-
-    from movebench.core.runner import load_task, run_mpi
+def measure_task(comm, task, group_meta=None):
+    """One point in a run space of its own, removed after it (with `cleanup`); a failure ends the whole launch."""
+    from movebench.core.runner import run_mpi
     from movebench.families.io.storage.azure import describe_error
 
-    task = load_task(argv)
     settings, pattern, backend_name = task.settings, task.point["pattern"], task.point["backend"]
-    comm = MPI.COMM_WORLD
     if comm.size != task.point["ranks"]:
         raise SystemExit(f"movebench.io: the point has {task.point['ranks']} ranks but {comm.size} started")
     backend = None
@@ -231,6 +228,7 @@ def main(argv=None):
             "storage": {"backend": backend_name, **backend.describe()},
             "leftovers_removed": removed,
             "buffers_reused": True,
+            **(group_meta or {}),
         }
         run_mpi(comm, task, point.measure, extra_meta)
         comm.Barrier()
@@ -254,6 +252,15 @@ def main(argv=None):
         # Abort tears the job down at once: give mpiexec a moment to forward the line above to the log.
         time.sleep(1.0)
         comm.Abort(1)
+
+
+def main(argv=None):
+    from mpi4py import MPI
+
+    from movebench.core.runner import each_task
+
+    for task, group_meta in each_task(argv):
+        measure_task(MPI.COMM_WORLD, task, group_meta)
 
 
 if __name__ == "__main__":

@@ -155,6 +155,14 @@ class KV(Family):
                 "env": segment_env(point["value_size"], point["clients_per_node"]),
                 "transport": settings.get("transport")}
 
+    def group_runtime_options(self, tasks):
+        """One Dragon runtime for the group's points: /dev/shm room and segments for the largest need among them
+        (they differ by value size only; nodes, clients, managers, the DDict's memory and the transport are the
+        group's own)."""
+        every = [self.runtime_options(task) for task in tasks]
+        env = {name: str(max(int(o["env"][name]) for o in every)) for name in every[0]["env"]}
+        return {"shm_bytes": max(o["shm_bytes"] for o in every), "env": env, "transport": every[0]["transport"]}
+
 
 def _round_up_mib(nbytes) -> int:
     return int(-(-nbytes // 2**20)) * 2**20

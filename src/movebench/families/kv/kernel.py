@@ -8,7 +8,10 @@ One point = one operation at one value size, clients per node, managers per node
 and node count, run as one Dragon job (`python -m movebench.launchers.dragon -- dragon -s
 python -m movebench.families.kv.kernel TASK.json`, see launchers/dragon.py for why the wrapper;
 on more than one node `dragon -t <transport> -N <nodes>` in the point's allocation, and
-the Dragon launcher sweeps every node of it afterwards):
+the Dragon launcher sweeps every node of it afterwards). A launch group's points (same nodes,
+clients, managers, data format) run one after another in one Dragon runtime: its start-up is
+paid, and recorded as `dragon_startup_s`, by the first point only (0.0 for the others); a point
+that fails leaves no files, and the next one runs:
 
 - The head creates `DDict(managers_per_node, nodes, total_mem x nodes,
   streams_per_manager=...)` and starts `nodes x clients_per_node` clients with
@@ -322,10 +325,13 @@ def _client_hosts(nodes: int) -> list[str | None]:
     return [Node(h).hostname for h in System().nodes][:nodes]
 
 
-def run_head(task, head_start: float) -> tuple[list[dict], dict]:
+def run_head(task, head_start: float, dragon_startup_s: float) -> tuple[list[dict], dict]:
+    """One point in the running Dragon runtime: its DDict, its clients, its rounds; all of them gone on return.
+
+    `dragon_startup_s`: what the runtime's start cost this point (0.0 for a launch group's later points, which
+    found it running)."""
     import multiprocessing as mp
 
-    import dragon  # noqa: F401  (registers the "dragon" start method)
     from dragon.data.ddict.ddict import DDict
     from dragon.infrastructure.policy import Policy
 
@@ -333,11 +339,9 @@ def run_head(task, head_start: float) -> tuple[list[dict], dict]:
     from movebench.core.adaptive import AdaptiveRepetitions
     from movebench.core.runner import counted_value
 
-    mp.set_start_method("dragon")
     point, settings = task.point, task.settings
     operation, nodes, value_size = point["operation"], point["nodes"], point["value_size"]
     keys_per_client, iterations = settings["keys_per_client"], settings["iterations"]
-    launched = float(os.environ.get("MOVEBENCH_DRAGON_T0", head_start))
     clients = nodes * point["clients_per_node"]
     scratch = os.environ.get("MOVEBENCH_SCRATCH", "")
     policy = task.policy
@@ -347,7 +351,7 @@ def run_head(task, head_start: float) -> tuple[list[dict], dict]:
                   streams_per_manager=settings["streams_per_manager"], persist_path=scratch)
     ddict_create_s = time.time() - t0
     recs, client_rounds, procs, stats, placed = [], [], [], [], []
-    timings = {"head_start": head_start, "dragon_startup_s": head_start - launched, "ddict_create_s": ddict_create_s}
+    timings = {"head_start": head_start, "dragon_startup_s": dragon_startup_s, "ddict_create_s": ddict_create_s}
     try:
         results, barrier = mp.Queue(), mp.Barrier(clients + 1)
         # A count is a schedule the clients run by themselves, as always; an adaptive rule is told round by round.
@@ -441,12 +445,29 @@ def _stats_row(s) -> dict:
 
 
 def main(argv=None):
+    """The launch's points one after another in one Dragon runtime. A point that fails is said in one line and
+    leaves no files (launch records it as failed); the next one still runs, and the exit status says that one
+    failed."""
     head_start = time.time()
-    from movebench.core.runner import load_task, write
+    import multiprocessing as mp
 
-    task = load_task(argv)
-    recs, meta = run_head(task, head_start)
-    write(task, recs, launcher="dragon", head_end=time.time(), **meta)
+    import dragon  # noqa: F401  (registers the "dragon" start method)
+
+    from movebench.core.runner import each_task, write
+
+    mp.set_start_method("dragon")
+    startup_s = head_start - float(os.environ.get("MOVEBENCH_DRAGON_T0", head_start))
+    failed = []
+    for task, group_meta in each_task(argv):
+        first = group_meta["group_position"] == 0
+        try:
+            recs, meta = run_head(task, head_start, startup_s if first else 0.0)
+        except Exception as exc:  # run_head said why; the runtime is still up for the next point
+            failed.append(f"{task.variant} {task.point.get('value_size')} B ({type(exc).__name__})")
+            continue
+        write(task, recs, launcher="dragon", head_end=time.time(), **group_meta, **meta)
+    if failed:
+        sys.exit(f"movebench.kv: {len(failed)} of the launch's points failed: {'; '.join(failed)}")
 
 
 if __name__ == "__main__":

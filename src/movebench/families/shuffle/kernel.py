@@ -234,16 +234,13 @@ def run_shuffle(comm, tuples, message_size, window, sent_checksum, dest_of=desti
     return exchange_s, comm.allreduce(received), extras
 
 
-def main(argv=None):
-    from mpi4py import MPI
-
+def measure_task(comm, task, group_meta=None):
+    """One point: its buffers (allocated here, released on return), its repetitions, its records and meta."""
     from movebench.core import memory
     from movebench.core.p2p import PairStream
-    from movebench.core.runner import load_task, run_mpi
+    from movebench.core.runner import run_mpi
 
-    task = load_task(argv)
     point, settings = task.point, task.settings
-    comm = MPI.COMM_WORLD
     pattern, size, window = point["pattern"], point["message_size"], point["window"]
     if comm.size != point["ranks"]:
         raise SystemExit(f"movebench.shuffle: the point has {point['ranks']} ranks but {comm.size} started")
@@ -285,14 +282,23 @@ def main(argv=None):
 
         def measure(rep, warmup):
             return run_shuffle(comm, tuples, size, window, sent_checksum)
-    meta = {"buffers_reused": pattern != "shuffle", "memory": memory.memory_facts(mode, buffers)}
+    meta = {"buffers_reused": pattern != "shuffle", "memory": memory.memory_facts(mode, buffers), **(group_meta or {})}
     if pairs is not None:
         meta["request_mode"] = "persistent"
     try:
         run_mpi(comm, task, measure, meta)
     finally:
         if pairs is not None:
-            pairs.free()  # before MPI_Finalize
+            pairs.free()  # before MPI_Finalize, and before the next task's requests
+
+
+def main(argv=None):
+    from mpi4py import MPI
+
+    from movebench.core.runner import each_task
+
+    for task, group_meta in each_task(argv):
+        measure_task(MPI.COMM_WORLD, task, group_meta)
 
 
 if __name__ == "__main__":

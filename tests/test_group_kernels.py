@@ -1,0 +1,186 @@
+"""Launch groups: several points of one family in one launch (core.runner's docstring), run for real.
+
+A group file is written here by hand, as launch will write it, and its kernel started with the command
+`Runtime.group_command` builds: mpiexec for shuffle and bcast, Dragon's launcher for kv.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conftest import MPIEXEC, make_task
+from movebench import launchers
+from movebench.core import records, runner
+from movebench.core.task import Task
+from movebench.families import load as family_of
+
+
+def write_group(tasks, folder: Path) -> tuple[list[Task], Path]:
+    """The group file: each task with its own records and meta paths in `folder`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    group = [Task.from_dict({**t.to_dict(), "out": str(folder / f"{i}.jsonl"), "meta": str(folder / f"{i}.meta.json")})
+             for i, t in enumerate(tasks)]
+    path = folder / "group.json"
+    path.write_text(json.dumps({"group": [t.to_dict() for t in group]}, indent=2))
+    return group, path
+
+
+def point_of(rec: dict, task: Task) -> dict:
+    """The record's point (its keys are the record's first columns after the family and variant)."""
+    return {k: rec.get(k) for k in task.point}
+
+
+def run_group(tasks, folder: Path, timeout=120, env=None):
+    """The group's kernel in one launch; returns (process, [(records or None, meta or None) per task])."""
+    group, path = write_group(tasks, folder)
+    runtime = launchers.runtime(group[0])
+    argv = runtime.group_command(group, path, MPIEXEC)
+    env = runtime.environment(group[0], dict(os.environ, **(env or {})))
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
+    done = [(records.read_jsonl(t.out) if Path(t.out).exists() else None,
+             json.loads(Path(t.meta).read_text()) if Path(t.meta).exists() else None) for t in group]
+    return proc, done
+
+
+def test_a_task_file_is_one_task_or_a_group(tmp_path):
+    tasks = [make_task("shuffle", {"pattern": "uni", "nodes": 1, "ranks": 2, "message_size": size, "window": 1},
+                       {"iterations": 2, "repetition_time": 0.5}) for size in (64, 128)]
+    group, path = write_group(tasks, tmp_path)
+    assert runner.load_tasks([str(path)]) == group
+    with pytest.raises(SystemExit, match="holds a launch group"):
+        runner.load_task([str(path)])
+    single = tmp_path / "one.json"
+    single.write_text(json.dumps(group[1].to_dict()))
+    assert runner.load_tasks([str(single)]) == [group[1]] and runner.load_task([str(single)]) == group[1]
+    path.write_text(json.dumps({"group": [group[0].to_dict(), group[0].to_dict()]}))
+    with pytest.raises(ValueError, match="distinct files"):
+        runner.load_tasks([str(path)])
+
+
+def test_group_commands_place_the_first_task_and_size_dragon_for_the_largest(tmp_path):
+    shuffle = [make_task("shuffle", {"pattern": "uni", "nodes": 1, "ranks": 4, "message_size": 64, "window": 1}, {})]
+    group, path = write_group(shuffle, tmp_path / "mpi")
+    assert launchers.runtime(group[0]).group_command(group, path, "mpiexec")[-6:] == [
+        "-n", "4", sys.executable, "-m", "movebench.families.shuffle.kernel", str(path)]
+    kv = [kv_task("put", size) for size in (512, 2**20, 4096)]
+    group, path = write_group(kv, tmp_path / "kv")
+    argv = launchers.runtime(group[0]).group_command(group, path)
+    largest = family_of("kv").runtime_options(group[1])
+    wrapper = argv[:argv.index("--")]
+    assert wrapper[wrapper.index("--shm-bytes") + 1] == str(largest["shm_bytes"])
+    assert f"DRAGON_DEFAULT_SEG_SZ={largest['env']['DRAGON_DEFAULT_SEG_SZ']}" in wrapper
+    assert [wrapper[i + 1] for i, a in enumerate(wrapper) if a == "--meta"] == [t.meta for t in group]
+
+
+# --- MPI families ---
+
+
+@pytest.mark.mpi
+def test_a_shuffle_group_writes_each_points_records_and_meta(tmp_path):
+    streams = {"iterations": 3, "repetition_time": 0.5}
+    points = [({"pattern": "uni", "nodes": 1, "ranks": 2, "message_size": 4096, "window": 4}, streams),
+              ({"pattern": "bidi", "nodes": 1, "ranks": 2, "message_size": 1024, "window": 2}, streams),
+              ({"pattern": "shuffle", "nodes": 1, "ranks": 2, "message_size": 2048, "window": 3, "skew": 0.0},
+               {"tuples_per_rank": 2000, "tuple_size": 32, "seed": 7})]
+    tasks = [make_task("shuffle", point, settings, repetitions=2, warmups=1) for point, settings in points]
+    proc, done = run_group(tasks, tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for position, (task, (recs, meta)) in enumerate(zip(tasks, done, strict=True)):
+        assert [(r["rep"], r["warmup"]) for r in recs] == [(0, True), (0, False), (1, False)]
+        assert all(r["ok"] and point_of(r, task) == task.point and r["variant"] == task.variant for r in recs)
+        assert meta["point"] == task.point and meta["settings"] == task.settings
+        assert (meta["group_position"], meta["group_size"]) == (position, 3)
+    assert done[2][0][0]["verified"] and "partition_s" in done[2][0][0]
+
+
+@pytest.mark.mpi
+def test_bcast_memory_of_a_point_is_its_own_in_a_group(tmp_path):
+    """8 MiB pickled first, then the in-place point: its figures stay those it has alone
+    (tests/test_bcast.py, test_receiver_memory_pickle_twice_in_place_once), and the pickled one's after it too."""
+    def task(method):
+        point = {"kind": "dense", "method": method, "nodes": 1, "ranks": 2, "shape": "1024x1024", "dtype": "float64"}
+        return make_task("bcast", point, {"seed": 2024}, repetitions=3, warmups=1)
+
+    proc, done = run_group([task("pickle"), task("buffer"), task("pickle")], tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (pickled, _), (in_place, meta), (again, _) = done
+    payload = pickled[0]["payload_bytes"]
+    for rec in pickled[1:] + again[1:]:
+        assert rec["rss_hwm_delta_bytes"] > 1.8 * payload and rec["tracemalloc_peak_bytes"] >= 2 * payload
+        # the root's stream and copy: without its memory handed back before the baseline, the earlier point's
+        # freed heap held half of it (8 MiB instead of 16)
+        assert rec["root_rss_hwm_delta_bytes"] > 1.7 * payload
+    for rec in in_place[1:]:
+        assert 0.9 * payload < rec["rss_hwm_delta_bytes"] < 1.3 * payload
+        assert rec["root_rss_hwm_delta_bytes"] < 0.3 * payload
+    assert (meta["group_position"], meta["group_size"]) == (1, 3)
+
+
+# --- kv: one Dragon runtime for the group ---
+
+KEYS, PASSES = 20, 2
+
+
+def kv_task(operation, value_size, repetitions=2, **extra_settings):
+    point = {"operation": operation, "nodes": 1, "clients_per_node": 2, "managers_per_node": 1,
+             "value_size": value_size}
+    settings = {"streams_per_manager": 5, "total_mem": 32 * 2**20, "iterations": PASSES, "keys_per_client": KEYS,
+                **extra_settings}
+    return make_task("kv", point, settings, repetitions=repetitions, warmups=1)
+
+
+def run_kv_group(tasks, folder):
+    """The group under Dragon; nothing of the run may be left (processes marked by the run, /dev/shm)."""
+    from test_kv_dragon import dragon_segments, marked_processes
+
+    marker = uuid.uuid4().hex
+    before = dragon_segments()
+    proc, done = run_group(tasks, folder, timeout=150, env={"MOVEBENCH_TEST_RUN": marker})
+    assert marked_processes(marker) == [], "processes of the run are still alive"
+    assert dragon_segments() - before == set(), "the run left /dev/shm segments"
+    return proc, done
+
+
+dragon = pytest.mark.skipif(not Path(sys.executable).with_name("dragon").exists(),
+                            reason="dragonhpc is not installed beside this Python")
+
+
+@pytest.mark.dragon
+@dragon
+def test_a_kv_group_runs_its_points_in_one_dragon_runtime(tmp_path):
+    tasks = [kv_task("put", 512), kv_task("get", 1024)]
+    proc, done = run_kv_group(tasks, tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (first, first_meta), (second, second_meta) = done
+    for task, (recs, meta) in zip(tasks, done, strict=True):
+        assert len(recs) == 3 and all(r["ok"] and r["verified"] and point_of(r, task) == task.point
+                                       for r in recs)
+        assert all(r["bytes"] == 2 * KEYS * task.point["value_size"] * PASSES for r in recs)
+        assert meta["group_size"] == 2 and meta["ddict_create_s"] > 0 and meta["ddict_destroy_s"] > 0
+        assert sum(s["num_keys"] for s in meta["ddict_stats"]) == 2 * KEYS
+        assert meta["dragon_launch"]["returncode"] == 0
+    assert (first_meta["group_position"], second_meta["group_position"]) == (0, 1)
+    # the runtime started once: its start is the first point's, in its meta and records
+    assert first_meta["dragon_startup_s"] > 0 and second_meta["dragon_startup_s"] == 0.0
+    assert {r["dragon_startup_s"] for r in second} == {0.0}
+    assert first_meta["head_end"] < second_meta["head_end"]
+    assert first_meta["dragon_launch"] == second_meta["dragon_launch"]  # one launch, one record
+
+
+@pytest.mark.dragon
+@dragon
+def test_a_kv_point_that_fails_leaves_no_files_and_the_next_point_runs(tmp_path):
+    tasks = [kv_task("get", 512, fault_round=1), kv_task("put", 512)]
+    proc, done = run_kv_group(tasks, tmp_path)
+    assert proc.returncode != 0
+    assert "movebench.kv: 1 of the launch's points failed: get 512 B (ClientFailed)" in proc.stderr
+    assert "fault injected in client 0, round 1" in proc.stdout + proc.stderr
+    assert done[0] == (None, None)
+    recs, meta = done[1]
+    assert len(recs) == 3 and all(r["ok"] and r["verified"] for r in recs)
+    assert meta["group_position"] == 1 and meta["dragon_startup_s"] == 0.0

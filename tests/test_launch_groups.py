@@ -4,6 +4,7 @@ records; the plan groups them, the order places the groups, a failed member lose
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 from conftest import snakemake
 from movebench import config as campaign_config
 from movebench import plan
+from movebench.cli import main
 
 STREAM = {"patterns": ["uni"], "ranks": [2], "nodes": [1], "windows": [1], "iterations": 20}
 
@@ -69,14 +71,14 @@ def metas(results: Path) -> dict[str, dict]:
 
 @pytest.mark.pipeline
 @pytest.mark.mpi
-def test_a_launch_group_measures_its_points_in_one_launch_each_with_its_own_records(tmp_path):
+def test_a_launch_group_measures_its_points_in_one_launch_each_with_its_own_records(tmp_path, monkeypatch, capsys):
     sizes = ["1KiB", "2KiB", "4KiB"]
     work = write(tmp_path / "work", {
         "campaign": {"name": "groups", "results_dir": "results", "launches": 2, "repetitions": 2, "warmups": 1,
                      "launch_order_seed": 3},
         "shuffle": {**STREAM, "message_sizes": sizes, "launch_groups": True}})
     dry = snakemake(work, "--dry-run")
-    assert "shuffle_group_0" in dry.stdout and "shuffle_point" not in dry.stdout
+    assert "rule shuffle_group_0:" in dry.stdout and "rule shuffle_point:" not in dry.stdout
     snakemake(work)
     results = work / "results"
     found = metas(results)
@@ -99,6 +101,13 @@ def test_a_launch_group_measures_its_points_in_one_launch_each_with_its_own_reco
     assert (pd.read_csv(results / "tables" / "shuffle_summary.csv")["launches"] == 2).all()
     assert not list((results / ".kept").rglob("*.jsonl"))  # a launch group that finished keeps no copies
     assert "shuffle_group" not in snakemake(work, "--dry-run").stdout  # done: a rerun runs nothing
+    # the fixed cost is a launch's, shared by its points
+    monkeypatch.chdir(work)
+    assert main(["--configfile", "config.yaml", "efficiency"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("shuffle") and "[" in x)
+    assert line.rstrip().endswith("2, 6"), line
+    per_launch, per_point = (float(x) for x in re.findall(r"(-?\d+\.\d+) s \[", line))
+    assert per_point == pytest.approx(per_launch / 3, abs=0.01)
 
 
 KILLER = """#!{python}

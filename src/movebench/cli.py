@@ -153,14 +153,16 @@ def plan(args) -> int:
 
 
 def efficiency(args) -> int:
-    """Share of the last `run`'s wall time inside the kernels' timed regions, and each family's fixed cost per
-    point: a point's wall time from launch to its end (launch_wall_s in its meta) less its timed seconds."""
+    """Share of the last `run`'s wall time inside the kernels' timed regions, and each family's fixed cost: a
+    launch's wall time (launch_wall_s in its meta) less the timed seconds of the points it measured, per launch and
+    per point (a launch group's cost shared by its points)."""
     config = _load(args.configfile)
     results = Path(config["campaign"]["results_dir"])
     run_info = json.loads((results / "campaign_run.json").read_text())
     timed = counted = 0.0
     per_family: dict[str, float] = {}
-    fixed: dict[str, list[float]] = {}
+    # (family, launch) -> [wall, timed seconds of its points, points]
+    launches: dict[tuple, list] = {}
     for path in (results / "raw").rglob("*.jsonl"):
         family = path.relative_to(results / "raw").parts[0]
         point_timed = 0.0
@@ -174,21 +176,32 @@ def efficiency(args) -> int:
         per_family[family] = per_family.get(family, 0.0) + point_timed
         meta_path = path.with_name(path.name[: -len(".jsonl")] + ".meta.json")
         try:
-            wall = json.loads(meta_path.read_text()).get("launch_wall_s")
+            meta = json.loads(meta_path.read_text())
         except (OSError, json.JSONDecodeError):
-            wall = None
-        if wall is not None:
-            fixed.setdefault(family, []).append(wall - point_timed)
+            continue
+        if meta.get("launch_wall_s") is None:
+            continue
+        group = (meta.get("launch_group") or {}).get("name")
+        key = (family, group or str(path), meta.get("launch_start"))
+        entry = launches.setdefault(key, [meta["launch_wall_s"], 0.0, 0])
+        entry[1] += point_timed
+        entry[2] += 1
     wall = run_info["wall_s"]
     print(f"campaign wall time            {wall:8.1f} s")
     print(f"inside timed regions          {timed:8.1f} s  ({100 * timed / wall:.1f}% of wall, warm-ups included)")
     print(f"  of which counted reps       {counted:8.1f} s  ({100 * counted / wall:.1f}% of wall)")
     for family, seconds in sorted(per_family.items()):
         print(f"  {family:28s}{seconds:8.1f} s")
-    print("fixed cost per point (launch to end, less the timed seconds): median [min-max] over points")
-    for family, costs in sorted(fixed.items()):
-        costs.sort()
-        print(f"  {family:28s}{statistics.median(costs):8.2f} s  [{costs[0]:.2f}-{costs[-1]:.2f}], {len(costs)} points")
+    print("fixed cost (a launch's wall time less the timed seconds of its points): median [min-max]")
+    print(f"  {'':28s}{'per launch':>22s}   {'per point':>22s}   launches, points")
+    for family in sorted({key[0] for key in launches}):
+        mine = [v for key, v in launches.items() if key[0] == family]
+        per_launch = sorted(w - t for w, t, _ in mine)
+        per_point = sorted((w - t) / n for w, t, n in mine)
+        points = sum(n for *_, n in mine)
+        print(f"  {family:28s}{statistics.median(per_launch):8.2f} s [{per_launch[0]:.2f}-{per_launch[-1]:.2f}]"
+              f"   {statistics.median(per_point):8.2f} s [{per_point[0]:.2f}-{per_point[-1]:.2f}]"
+              f"   {len(mine)}, {points}")
     return 0
 
 

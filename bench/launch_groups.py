@@ -1,0 +1,127 @@
+"""Several points per launch, measured: the default campaign's kv section run with `launch_groups: false` (a
+launch per point, A) and `true` (one Dragon runtime for the 8 points, B), interleaved A B A B ... for --rounds
+rounds, one launch per point, on this checkout.
+
+Run:
+  .venv/bin/python bench/launch_groups.py                 # 5 rounds, about 12 minutes here
+  .venv/bin/python bench/launch_groups.py --rounds 3 --family shuffle   # another family that may group
+
+It prints per round and as the median of per-round values [min-max]:
+- the campaign's wall time and B / A;
+- the fixed cost per point: each launch's wall (launch_wall_s) less its points' timed seconds, shared by the
+  points of a launch group; B's target is <= 1 s amortised for kv, from about 7 s;
+- the share of wall time inside timed regions (warm-ups included);
+- grouping leaves the figures alone: per point, B's median bandwidth over A's in the same round; the median over
+  points of those ratios per round, and over rounds, with the per-point spread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def campaign(family: str, grouped: bool, results: Path) -> dict:
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    section = copy.deepcopy(config[family])
+    section.update(enabled=True, launch_groups=grouped, launches=1)
+    return {"campaign": {**config["campaign"], "name": f"groups-{family}", "results_dir": str(results),
+                         "launches": 1, "launch_order_seed": 1},
+            family: section, **{name: {"enabled": False} for name in config if name not in ("campaign", family)}}
+
+
+def run(config: dict, results: Path) -> float:
+    path = results.with_suffix(".yaml")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    t0 = time.time()
+    proc = subprocess.run([sys.executable, "-m", "movebench", "--configfile", str(path), "run"], cwd=ROOT,
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        print(proc.stdout[-2000:] + proc.stderr[-2000:], file=sys.stderr)
+    info = json.loads((results / "campaign_run.json").read_text())
+    return info.get("wall_s", time.time() - t0)
+
+
+def costs(results: Path, family: str) -> tuple[float, float]:
+    """(fixed seconds per point, shared within a launch group; seconds inside timed regions)."""
+    launches: dict[tuple, list] = {}
+    timed_total = 0.0
+    for path in (results / "raw" / family).rglob("*.jsonl"):
+        timed = sum(json.loads(line).get("timed_s") or json.loads(line).get("elapsed_s") or 0.0
+                    for line in path.read_text().splitlines())
+        timed_total += timed
+        meta = json.loads(path.with_name(path.name[: -len(".jsonl")] + ".meta.json").read_text())
+        key = ((meta.get("launch_group") or {}).get("name") or str(path), meta["launch_start"])
+        entry = launches.setdefault(key, [meta["launch_wall_s"], 0.0, 0])
+        entry[1] += timed
+        entry[2] += 1
+    fixed = sum(w - t for w, t, _ in launches.values()) / sum(n for *_, n in launches.values())
+    return fixed, timed_total
+
+
+def medians(results: Path, family: str) -> pd.Series:
+    table = pd.read_csv(results / "tables" / f"{family}_summary.csv")
+    return table[table["measure"] == "bandwidth_Bps"].set_index("point")["median"]
+
+
+def spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.3g} [{min(values):.3g}-{max(values):.3g}]"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--family", default="kv", choices=["kv", "shuffle", "bcast"])
+    parser.add_argument("--keep", type=Path, help="keep the results here")
+    args = parser.parse_args()
+    out = args.keep or Path(tempfile.mkdtemp(prefix="movebench-groups-"))
+    rows, ratios = [], []
+    for rnd in range(args.rounds):
+        row = {"round": rnd}
+        for label, grouped in (("A", False), ("B", True)):
+            results = out / f"{label}{rnd}"
+            row[f"wall_{label}"] = run(campaign(args.family, grouped, results), results)
+            row[f"fixed_{label}"], timed = costs(results, args.family)
+            row[f"timed_share_{label}"] = timed / row[f"wall_{label}"]
+        per_point = (medians(out / f"B{rnd}", args.family) / medians(out / f"A{rnd}", args.family)).dropna()
+        row["ratio_median"], row["ratio_min"], row["ratio_max"] = (per_point.median(), per_point.min(),
+                                                                   per_point.max())
+        ratios.append(per_point)
+        rows.append(row)
+        print(f"round {rnd}: wall A {row['wall_A']:.0f} s, B {row['wall_B']:.0f} s; fixed per point A "
+              f"{row['fixed_A']:.2f} s, B {row['fixed_B']:.2f} s; timed share A {row['timed_share_A']:.0%}, "
+              f"B {row['timed_share_B']:.0%}; bandwidth B/A median over points {row['ratio_median']:.3f} "
+              f"[{row['ratio_min']:.3f}-{row['ratio_max']:.3f}]", flush=True)
+    frame = pd.DataFrame(rows)
+    print(f"\n{args.family}, {args.rounds} rounds, median of per-round values [min-max]:")
+    print(f"  wall A (a launch per point)    {spread(frame['wall_A'].tolist())} s")
+    print(f"  wall B (launch groups)         {spread(frame['wall_B'].tolist())} s")
+    print(f"  wall B / A                     {spread((frame['wall_B'] / frame['wall_A']).tolist())}")
+    print(f"  fixed cost per point A         {spread(frame['fixed_A'].tolist())} s")
+    print(f"  fixed cost per point B         {spread(frame['fixed_B'].tolist())} s")
+    print(f"  share inside timed regions A   {spread(frame['timed_share_A'].tolist())}")
+    print(f"  share inside timed regions B   {spread(frame['timed_share_B'].tolist())}")
+    print(f"  bandwidth B / A, per point (median of per-round ratios [min-max]):")
+    by_point = pd.concat(ratios, axis=1)
+    for point, values in by_point.iterrows():
+        print(f"    {point}: {spread(values.dropna().tolist())}")
+    print(f"  over points: {spread(frame['ratio_median'].tolist())}")
+    print(f"results in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

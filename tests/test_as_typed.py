@@ -35,8 +35,13 @@ def test_the_profile_names_the_default_campaign(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     config = campaign_config.validate(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
     grid = plan.grid(config)
-    assert {k: v for k, v in planned(proc).items() if k.endswith("_point")} == {  # a job per launch of each point
-        f"{name}_point": len(points) * config[name]["launches"] for name, points in grid.items()}
+    groups = plan.launch_groups(config, plan.tasks(config, grid))
+    jobs = planned(proc)
+    # a job per launch of each point, or per launch group (kv's points share a launch)
+    assert {k: v for k, v in jobs.items() if k.endswith("_point")} == {
+        f"{name}_point": len(points) * config[name]["launches"] for name, points in grid.items() if name not in groups}
+    assert groups["kv"] and {k for k in jobs if "_group_" in k} == {f"kv_group_{i}" for i in range(len(groups["kv"]))}
+    assert {p for g in groups["kv"] for p in g.members} == set(plan.tasks(config, grid)["kv"])
 
 
 def test_a_config_file_is_the_whole_campaign_not_merged_into_the_default(tmp_path):

@@ -325,14 +325,52 @@ def _client_hosts(nodes: int) -> list[str | None]:
     return [Node(h).hostname for h in System().nodes][:nodes]
 
 
-def run_head(task, head_start: float, dragon_startup_s: float) -> tuple[list[dict], dict]:
-    """One point in the running Dragon runtime: its DDict, its clients, its rounds; all of them gone on return.
+class GroupDDict:
+    """The launch's DDict. Without reuse: one per point, made before it and destroyed after it. With reuse (a
+    group's points share managers, nodes and memory): made for the first point, emptied by `clear()` before each
+    later one (timed apart, `ddict_clear_s`), destroyed after the last, or after a point that failed (the next
+    point makes a fresh one rather than trust what a failed point's clients left)."""
+
+    def __init__(self, reuse: bool):
+        self.reuse, self.ddict = reuse, None
+
+    def acquire(self, task) -> tuple[object, dict]:
+        """The point's DDict, and its timings for the meta and the records."""
+        if self.ddict is not None:
+            t0 = time.time()
+            self.ddict.clear()
+            return self.ddict, {"ddict_reused": True, "ddict_create_s": 0.0, "ddict_clear_s": time.time() - t0}
+        from dragon.data.ddict.ddict import DDict
+
+        point, settings = task.point, task.settings
+        t0 = time.time()
+        self.ddict = DDict(point["managers_per_node"], point["nodes"], settings["total_mem"] * point["nodes"],
+                           streams_per_manager=settings["streams_per_manager"],
+                           persist_path=os.environ.get("MOVEBENCH_SCRATCH", ""))
+        return self.ddict, {"ddict_reused": False, "ddict_create_s": time.time() - t0, "ddict_clear_s": 0.0}
+
+    def release(self, keep: bool) -> float:
+        """After a point: kept for the next one (reuse, the point ended well, one is to come), else destroyed;
+        the seconds its destruction took (0.0 when kept)."""
+        if (keep and self.reuse) or self.ddict is None:
+            return 0.0
+        t0 = time.time()
+        try:
+            self.ddict.destroy()
+        finally:
+            self.ddict = None
+        return time.time() - t0
+
+
+def run_head(task, head_start: float, dragon_startup_s: float, ddicts: GroupDDict, last: bool = True
+             ) -> tuple[list[dict], dict]:
+    """One point in the running Dragon runtime: its clients and rounds, in the DDict `ddicts` gives it; the
+    clients are gone on return, and the DDict too unless the group reuses it and a point is to come (`last`).
 
     `dragon_startup_s`: what the runtime's start cost this point (0.0 for a launch group's later points, which
     found it running)."""
     import multiprocessing as mp
 
-    from dragon.data.ddict.ddict import DDict
     from dragon.infrastructure.policy import Policy
 
     from movebench.core import records
@@ -343,15 +381,16 @@ def run_head(task, head_start: float, dragon_startup_s: float) -> tuple[list[dic
     operation, nodes, value_size = point["operation"], point["nodes"], point["value_size"]
     keys_per_client, iterations = settings["keys_per_client"], settings["iterations"]
     clients = nodes * point["clients_per_node"]
-    scratch = os.environ.get("MOVEBENCH_SCRATCH", "")
     policy = task.policy
     reps = AdaptiveRepetitions(policy, task.warmups)
-    t0 = time.time()
-    ddict = DDict(point["managers_per_node"], nodes, settings["total_mem"] * nodes,
-                  streams_per_manager=settings["streams_per_manager"], persist_path=scratch)
-    ddict_create_s = time.time() - t0
     recs, client_rounds, procs, stats, placed = [], [], [], [], []
-    timings = {"head_start": head_start, "dragon_startup_s": dragon_startup_s, "ddict_create_s": ddict_create_s}
+    try:
+        ddict, timings = ddicts.acquire(task)
+    except Exception as exc:
+        print(f"movebench.kv head: the DDict: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        raise
+    timings = {"head_start": head_start, "dragon_startup_s": dragon_startup_s, **timings}
+    ended = False
     try:
         results, barrier = mp.Queue(), mp.Barrier(clients + 1)
         # A count is a schedule the clients run by themselves, as always; an adaptive rule is told round by round.
@@ -375,7 +414,8 @@ def run_head(task, head_start: float, dragon_startup_s: float) -> tuple[list[dic
         placed = inbox.collect("ready")
         timings["clients_start_s"] = time.time() - t0
         fixed = {"clients": clients, "keys_per_client": keys_per_client, "iterations": iterations,
-                 **{k: timings[k] for k in ("dragon_startup_s", "ddict_create_s", "clients_start_s")}}
+                 **{k: timings[k] for k in ("dragon_startup_s", "ddict_create_s", "ddict_clear_s",
+                                            "clients_start_s")}}
         for rnd, (rep, warmup) in enumerate(reps):
             if orders is not None:
                 for _ in range(clients):
@@ -410,6 +450,7 @@ def run_head(task, head_start: float, dragon_startup_s: float) -> tuple[list[dic
         stats = [_stats_row(s) for s in ddict.stats]
         for proc in procs:
             proc.join()
+        ended = True
     except BaseException as exc:
         # Said before the clean-up below, which can hang on a broken runtime until the Dragon launcher kills it.
         print(f"movebench.kv head: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
@@ -421,9 +462,7 @@ def run_head(task, head_start: float, dragon_startup_s: float) -> tuple[list[dic
             if proc.exitcode is None:
                 proc.terminate()
                 proc.join(JOIN_S)
-        t0 = time.time()
-        ddict.destroy()
-        timings["ddict_destroy_s"] = time.time() - t0
+        timings["ddict_destroy_s"] = ddicts.release(keep=ended and not last)
     meta = {**timings, "repetitions": task.repetitions, "clients": client_rounds, "ddict_stats": stats,
             "key_bytes": KEY_BYTES,
             "head_host": socket.gethostname(), "client_placement": placed, "dragon_transport": dragon_transport(task),
@@ -457,11 +496,15 @@ def main(argv=None):
 
     mp.set_start_method("dragon")
     startup_s = head_start - float(os.environ.get("MOVEBENCH_DRAGON_T0", head_start))
+    # Off unless asked for: one DDict cleared between a group's points did not measure as a DDict per point did
+    # (4-point groups of 1 KiB values, 3 runs each way: get x2.3 faster after a clear, put and batch_put within
+    # this machine's noise), so a group keeps what a point alone measures until the difference is understood.
+    ddicts = GroupDDict(reuse=os.environ.get("MOVEBENCH_KV_REUSE_DDICT", "0") == "1")
     failed = []
     for task, group_meta in each_task(argv):
-        first = group_meta["group_position"] == 0
+        position, size = group_meta["group_position"], group_meta["group_size"]
         try:
-            recs, meta = run_head(task, head_start, startup_s if first else 0.0)
+            recs, meta = run_head(task, head_start, 0.0 if position else startup_s, ddicts, last=position == size - 1)
         except Exception as exc:  # run_head said why; the runtime is still up for the next point
             failed.append(f"{task.variant} {task.point.get('value_size')} B ({type(exc).__name__})")
             continue

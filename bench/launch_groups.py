@@ -1,6 +1,7 @@
 """Several points per launch, measured: the default campaign's kv section run with `launch_groups: false` (a
 launch per point, A) and `true` (one Dragon runtime for the 8 points, B), interleaved A B A B ... for --rounds
-rounds, one launch per point, on this checkout.
+rounds, one launch per point, on this checkout. Round r uses launch_order_seed r + 1 in every arm, so a point's place in its
+group changes from round to round (a place effect is not taken for a point's).
 
 Run:
   .venv/bin/python bench/launch_groups.py                 # 5 rounds, about 12 minutes here
@@ -33,12 +34,12 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def campaign(family: str, grouped: bool, results: Path) -> dict:
+def campaign(family: str, grouped: bool, results: Path, seed: int, **settings) -> dict:
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     section = copy.deepcopy(config[family])
-    section.update(enabled=True, launch_groups=grouped, launches=1)
+    section.update(enabled=True, launch_groups=grouped, launches=1, **settings)
     return {"campaign": {**config["campaign"], "name": f"groups-{family}", "results_dir": str(results),
-                         "launches": 1, "launch_order_seed": 1},
+                         "launches": 1, "launch_order_seed": seed},
             family: section, **{name: {"enabled": False} for name in config if name not in ("campaign", family)}}
 
 
@@ -86,20 +87,29 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--family", default="kv", choices=["kv", "shuffle", "bcast"])
     parser.add_argument("--keep", type=Path, help="keep the results here")
+    parser.add_argument("--reuse-ddict", action="store_true",
+                        help="kv: a third arm C, grouped with one DDict per group (ddict_per_group: true)")
     args = parser.parse_args()
     out = args.keep or Path(tempfile.mkdtemp(prefix="movebench-groups-"))
-    rows, ratios = [], []
+    rows, ratios, reuse_ratios = [], [], []
     for rnd in range(args.rounds):
         row = {"round": rnd}
-        for label, grouped in (("A", False), ("B", True)):
+        arms = [("A", False, {}), ("B", True, {})]
+        if args.reuse_ddict:
+            arms.append(("C", True, {"ddict_per_group": True}))
+        for label, grouped, settings in arms:
             results = out / f"{label}{rnd}"
-            row[f"wall_{label}"] = run(campaign(args.family, grouped, results), results)
+            row[f"wall_{label}"] = run(campaign(args.family, grouped, results, rnd + 1, **settings), results)
             row[f"fixed_{label}"], timed = costs(results, args.family)
             row[f"timed_share_{label}"] = timed / row[f"wall_{label}"]
         per_point = (medians(out / f"B{rnd}", args.family) / medians(out / f"A{rnd}", args.family)).dropna()
         row["ratio_median"], row["ratio_min"], row["ratio_max"] = (per_point.median(), per_point.min(),
                                                                    per_point.max())
         ratios.append(per_point)
+        if args.reuse_ddict:
+            reuse = (medians(out / f"C{rnd}", args.family) / medians(out / f"A{rnd}", args.family)).dropna()
+            row["reuse_ratio_median"] = reuse.median()
+            reuse_ratios.append(reuse)
         rows.append(row)
         print(f"round {rnd}: wall A {row['wall_A']:.0f} s, B {row['wall_B']:.0f} s; fixed per point A "
               f"{row['fixed_A']:.2f} s, B {row['fixed_B']:.2f} s; timed share A {row['timed_share_A']:.0%}, "
@@ -119,6 +129,12 @@ def main() -> int:
     for point, values in by_point.iterrows():
         print(f"    {point}: {spread(values.dropna().tolist())}")
     print(f"  over points: {spread(frame['ratio_median'].tolist())}")
+    if args.reuse_ddict:
+        print(f"  C (one DDict per group): wall C / A {spread((frame['wall_C'] / frame['wall_A']).tolist())}, fixed "
+              f"per point {spread(frame['fixed_C'].tolist())} s; bandwidth C / A per point:")
+        for point, values in pd.concat(reuse_ratios, axis=1).iterrows():
+            print(f"    {point}: {spread(values.dropna().tolist())}")
+        print(f"  over points: {spread(frame['reuse_ratio_median'].tolist())}")
     print(f"results in {out}")
     return 0
 

@@ -140,7 +140,9 @@ def run_kv_group(tasks, folder, reuse=False):
 
     marker = uuid.uuid4().hex
     before = dragon_segments()
-    env = {"MOVEBENCH_TEST_RUN": marker, "MOVEBENCH_KV_REUSE_DDICT": "1" if reuse else "0"}
+    env = {"MOVEBENCH_TEST_RUN": marker}
+    for task in tasks:
+        task.settings["ddict_per_group"] = reuse
     proc, done = run_group(tasks, folder, timeout=150, env=env)
     assert marked_processes(marker) == [], "processes of the run are still alive"
     assert dragon_segments() - before == set(), "the run left /dev/shm segments"

@@ -63,6 +63,7 @@ class KV(Family):
         Axis("data_format", "data_formats", implicit="bytes"),
     )
     settings = (Setting("streams_per_manager"), Setting("total_mem", parse_size), Setting("iterations"),
+                Setting("ddict_per_group"),
                 Setting("transport", when=lambda point: point["nodes"] > 1))
     measures = (
         BANDWIDTH,

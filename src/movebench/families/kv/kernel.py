@@ -492,14 +492,13 @@ def main(argv=None):
 
     import dragon  # noqa: F401  (registers the "dragon" start method)
 
-    from movebench.core.runner import each_task, write
+    from movebench.core.runner import each_task, load_tasks, write
 
     mp.set_start_method("dragon")
     startup_s = head_start - float(os.environ.get("MOVEBENCH_DRAGON_T0", head_start))
-    # Off unless asked for: one DDict cleared between a group's points did not measure as a DDict per point did
-    # (4-point groups of 1 KiB values, 3 runs each way: get x2.3 faster after a clear, put and batch_put within
-    # this machine's noise), so a group keeps what a point alone measures until the difference is understood.
-    ddicts = GroupDDict(reuse=os.environ.get("MOVEBENCH_KV_REUSE_DDICT", "0") == "1")
+    tasks = load_tasks(argv)
+    # kv's setting ddict_per_group (its schema says what it changes; docs/kernels.md has the figures)
+    ddicts = GroupDDict(reuse=len(tasks) > 1 and all(t.settings.get("ddict_per_group") for t in tasks))
     failed = []
     for task, group_meta in each_task(argv):
         position, size = group_meta["group_position"], group_meta["group_size"]

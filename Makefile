@@ -58,6 +58,7 @@ bench: install system-deps osu-ref  ## the benchmarks quoted in the closing note
 	$(PY) bench/kv.py
 	$(PY) bench/multinode.py
 	$(PY) bench/launches.py
+	$(PY) bench/launch_groups.py
 
 osu-ref: build/bench/osu_ref build/bench/libosu_ref.so  ## the C reference of bench/c_reference.py (venv's MPICH)
 

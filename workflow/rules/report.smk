@@ -38,6 +38,9 @@ rule report:
         ),
     log:
         f"{LOGS}/report.log",
+    # a point measuring on this machine would share its cores with this job (the local profile has one slot)
+    resources:
+        benchmark_slots=1,
     conda:
         "../envs/report.yaml"
     params:

@@ -49,6 +49,15 @@ def test_plan_packed_points_run_one_after_another_in_the_largest_points_allocati
     assert [(j.nodes, j.runtime_min) for j in side_by_side] == [(4, 6), (3, 6)]
 
 
+def test_plan_makes_each_launch_group_one_job_of_its_members_runtimes():
+    fam = families.load("kv")
+    points = [{"operation": op, "nodes": 1, "clients_per_node": 2, "value_size": size}
+              for op in ("put", "get") for size in (1024, 4096)]
+    jobs = cluster.plan_jobs({"kv": points}, {"kv": fam}, CAMPAIGN, launch_groups={"kv": [points[:3], points[3:]]},
+                             done=lambda name, p: p is points[0])
+    assert [(j.points, j.nodes, j.runtime_min, j.to_run) for j in jobs] == [(3, 1, 18, 2), (1, 1, 6, 1)]
+
+
 def test_plan_skips_points_with_records():
     fam = families.load("shuffle")
     grid = {"shuffle": [{"nodes": 1, "ranks": 2}, {"nodes": 2, "ranks": 2}]}

@@ -237,8 +237,8 @@ class CampaignRun:
         services = {family: service for family, service in services.items() if service is not None}
         if workflow.executor_plugin is not None and workflow.executor_plugin.name == "slurm":
             # Stop before the first sbatch if the cluster cannot run or track the jobs.
-            jobs = [(job.rule.name.removesuffix("_point"), dict(job.resources)) for job in workflow.dag.needrun_jobs()
-                    if job.rule.name.removesuffix("_point") in self.grid]
+            jobs = [(found[0], dict(job.resources)) for job in workflow.dag.needrun_jobs()
+                    if (found := self.job_launches(job)) is not None]
             problems = cluster.preflight(workflow.executor_settings, jobs)
             problems += [f"{family} points need a service this workflow would start on this host's 127.0.0.1 "
                          "(e.g. Azurite for blob on the emulator), out of the compute nodes' reach: use a real "

@@ -140,12 +140,18 @@ def plan(args) -> int:
         point = {k: v for k, v in entry.items() if k != LAUNCH}
         return (raw / name / f"{launch_path(families.point_path(point), entry[LAUNCH])}.jsonl").exists()
 
+    # A launch group (launch_groups) is one job: its members' entries, found by their launch paths.
+    tasks = planning.tasks(config, grid)
+    groups = {name: [[{**tasks[name][path].point, LAUNCH: tasks[name][path].launch} for path in group.members]
+                     for group in family_groups]
+              for name, family_groups in planning.launch_groups(config, tasks).items()}
     jobs = cluster.plan_jobs(by_launch, {name: families.load(name) for name in grid}, config["campaign"], done=done,
                              group_components=group_components, resources=resources,
-                             runtime_override=runtime_override)
+                             runtime_override=runtime_override, launch_groups=groups)
     packing = ", ".join(f"{k}={v}" for k, v in group_components.items())
     print(f"movebench plan: campaign {config['campaign']['name']!r}, profile {args.profile}, launches per point "
-          + ", ".join(f"{name} {n}" for name, n in launches.items()) + " (a launch is a job of its own)"
+          + ", ".join(f"{name} {n}" for name, n in launches.items()) + " (a launch is a job of its own"
+          + (f"; {', '.join(groups)}: a launch group of points is one job" if groups else "") + ")"
           + (f", {packing} points per job" if packing else "")
           + (f", --resources {' '.join(f'{k}={v}' for k, v in resources.items())}" if packing and resources else ""))
     print(cluster.format_plan(jobs, config["campaign"]))

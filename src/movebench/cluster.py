@@ -85,6 +85,7 @@ def plan_jobs(
     group_components: dict[str, int] | None = None,
     resources: dict[str, int] | None = None,
     runtime_override: dict[str, int] | None = None,
+    launch_groups: dict[str, list[list[dict]]] | None = None,
 ) -> list[PlannedJob]:
     """The Slurm jobs of a campaign, in grid order.
 
@@ -94,6 +95,8 @@ def plan_jobs(
     group's points share its allocation. `runtime_override` (family -> minutes) is what a profile's
     `set-resources: <family>_point: runtime:` asks instead of the campaign's timeout. `done(family,
     point)` says whether a point's records exist already: those are listed but need no job.
+    `launch_groups` (family -> its launch groups, each a list of `grid` entries) makes each group one job that
+    measures its members one after another (the group rule's runtime is the timeout times its members).
     """
     group_components = group_components or {}
     resources = resources or {}
@@ -102,6 +105,12 @@ def plan_jobs(
     for name, points in grid.items():
         fam = families[name]
         runtime = int(runtime_override.get(name, runtime_minutes(campaign)))
+        if name in (launch_groups or {}):
+            for members in launch_groups[name]:
+                todo = [p for p in members if not done(name, p)]
+                nodes = max(fam.placement(p)[1] for p in members)
+                jobs.append(PlannedJob(name, len(members), nodes, runtime * len(members), len(todo)))
+            continue
         per_job = max(1, int(group_components.get(name, 1)))
         for start in range(0, len(points), per_job):
             chunk = points[start : start + per_job]

@@ -79,6 +79,30 @@ def task_of(tasks: dict, family: str, path: str) -> Task:
                          "ask for results/report.html or a point the config sweeps") from None
 
 
+def pending_points(config: dict, tasks: dict, root: Path | None = None) -> dict[str, list[dict]]:
+    """Family -> the points with a launch whose records are missing: what a run would measure, from the files
+    alone (what a dry run or a plan can know before Snakemake's DAG)."""
+    raw = Path(config["campaign"]["results_dir"])
+    raw = (raw if raw.is_absolute() or root is None else root / raw) / "raw"
+    todo: dict[str, list[dict]] = {}
+    for family, by_path in tasks.items():
+        for path, task in by_path.items():
+            if not (raw / family / f"{path}.jsonl").exists() and task.point not in todo.setdefault(family, []):
+                todo[family].append(task.point)
+    return {family: points for family, points in todo.items() if points}
+
+
+def refusal(config: dict, tasks: dict, executor: str, partition: str | None = None,
+            root: Path | None = None) -> str | None:
+    """What admission (in the real run's onstart) would refuse of the points still to run, as its message; None
+    when everything fits or, under Slurm, when `scontrol` cannot tell (the real run then decides)."""
+    capacity = admission.local_capacity() if executor == "local" else cluster.partition_capacity(partition)
+    if capacity is None:
+        return None
+    lines = admission.problems(config, pending_points(config, tasks, root), capacity)
+    return admission.message(lines, capacity) if lines else None
+
+
 def runtime_minutes(campaign: dict) -> int:
     return cluster.runtime_minutes(campaign)
 

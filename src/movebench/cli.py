@@ -78,6 +78,14 @@ def run(args, snakemake_args: list[str]) -> int:
     started = time.time()
     print("movebench: " + " ".join(cmd), flush=True)
     rc = _snakemake(cmd)
+    if rc == 0 and DRY_RUN.intersection(snakemake_args):
+        # Admission runs in the real run's onstart, which a dry run never reaches: what it would refuse is said
+        # here, and the dry run fails as the run would.
+        refused = _refusal(campaign, args.profile)
+        if refused:
+            print(refused.replace("refused before any job", "the real run would stop before any job"),
+                  file=sys.stderr)
+            return 1
     try:
         results = ROOT / campaign["campaign"]["results_dir"]
     except (KeyError, TypeError):
@@ -88,6 +96,26 @@ def run(args, snakemake_args: list[str]) -> int:
             print(f"movebench: report at {report}{note}")
     print(f"movebench: snakemake took {time.time() - started:.0f} s, exit status {rc}")
     return rc
+
+
+DRY_RUN = {"-n", "--dry-run", "--dryrun"}
+
+
+def _refusal(raw_config, profile: str, default_executor: str = "local") -> str | None:
+    """Admission's verdict on the points still to run, where the profile runs them (None: all fit, or unknown);
+    a profile that names no executor runs them under `default_executor` (Snakemake's local; plan's Slurm)."""
+    try:
+        config = campaign_run.validate(raw_config, warn=lambda line: None)
+    except campaign_config.ConfigError:
+        return None  # snakemake said what is wrong
+    settings = _profile_settings(profile)
+    executor = settings.get("executor", default_executor)
+    if executor not in ("local", "slurm"):
+        return None
+    partition = dict(item.split("=", 1) for item in settings.get("default-resources") or []
+                     if isinstance(item, str) and "=" in item).get("slurm_partition")
+    tasks = planning.tasks(config, planning.grid(config))
+    return campaign_run.refusal(config, tasks, executor, partition and partition.strip("'\""), ROOT)
 
 
 def _profile_settings(name: str) -> dict:
@@ -155,6 +183,10 @@ def plan(args) -> int:
           + (f", {packing} points per job" if packing else "")
           + (f", --resources {' '.join(f'{k}={v}' for k, v in resources.items())}" if packing and resources else ""))
     print(cluster.format_plan(jobs, config["campaign"]))
+    refused = _refusal(config, args.profile, default_executor="slurm")
+    if refused:
+        print(refused.replace("refused before any job", "the run would stop before any job"), file=sys.stderr)
+        return 1
     return 0
 
 

@@ -1,0 +1,140 @@
+"""Config surprises (issue "Hardening, round two"): inputs YAML or Snakemake take one way and movebench took
+another, or let through to fail later. Each class is tried with several members, on both entry points where
+the file is read (`python -m movebench` and plain snakemake)."""
+
+import subprocess
+
+import pytest
+
+from conftest import PYTHON, ROOT
+from movebench import config as cc
+
+STREAM = "{patterns: [uni], ranks: [2], message_sizes: [4KiB], windows: [4]}"
+
+
+def snakemake_dry_run(tmp_path, text, name="config.yaml"):
+    (tmp_path / name).write_text(text)
+    proc = subprocess.run([PYTHON, "-m", "snakemake", "-n", "--snakefile", str(ROOT / "Snakefile"), "--directory",
+                           str(tmp_path), "--configfile", str(tmp_path / name), "-c1"],
+                          capture_output=True, text=True, timeout=120)
+    return proc, proc.stdout + proc.stderr
+
+
+def movebench(*args, cwd=ROOT):
+    proc = subprocess.run([PYTHON, "-m", "movebench", *map(str, args)], capture_output=True, text=True, timeout=120,
+                          cwd=cwd)
+    return proc, proc.stdout + proc.stderr
+
+
+def loaded(tmp_path, text):
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    return cc.load(path)
+
+
+def refused(tmp_path, text) -> str:
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    with pytest.raises(cc.ConfigFileError) as err:
+        cc.load(path)
+    message = str(err.value)
+    assert message.startswith(f"config file {path}") and "\n" not in message
+    return message
+
+
+# --- 1. YAML merge keys are YAML's and Snakemake's: accepted, and an explicit key overrides a merged one ---
+
+MERGES = {
+    "block": ("campaign: {}\nshuffle:\n  repetitions: &reps\n    min: 6\n    max: 20\n  windows: [4]\n"
+              "bcast:\n  repetitions:\n    <<: *reps\n    max: 30\n",
+              {"bcast": {"repetitions": {"min": 6, "max": 30}}}),
+    "flow": ("campaign: {}\nshuffle: {repetitions: &reps {min: 6, max: 20}, windows: [4]}\n"
+             "bcast: {repetitions: {<<: *reps}}\n",
+             {"bcast": {"repetitions": {"min": 6, "max": 20}}}),
+    "list": ("campaign: {}\nshuffle:\n  repetitions: &a {min: 6, max: 20}\n"
+             "bcast:\n  repetitions: &b {ci_target: 0.1}\n"
+             "kv:\n  repetitions: {<<: [*a, *b], max: 30}\n",
+             # which of two merged mappings wins a key both have is PyYAML's (and so Snakemake's) to say
+             {"kv": {"repetitions": {"min": 6, "max": 30, "ci_target": 0.1}}}),
+    "chained": ("campaign: {}\nshuffle:\n  repetitions: &a {min: 6, max: 20}\n"
+                "bcast:\n  repetitions: &b {<<: *a, max: 30}\n"
+                "kv:\n  repetitions: {<<: *b, max: 40}\n",
+                {"bcast": {"repetitions": {"min": 6, "max": 30}}, "kv": {"repetitions": {"min": 6, "max": 40}}}),
+}
+
+
+@pytest.mark.parametrize("name", MERGES)
+def test_merge_keys_are_accepted_and_an_explicit_key_overrides_a_merged_one(tmp_path, name):
+    text, expected = MERGES[name]
+    data = loaded(tmp_path, text)
+    for family, section in expected.items():
+        for key, value in section.items():
+            assert data[family][key] == value, data
+    cc.validate(data, warn=lambda line: None)
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("campaign: {}\nshuffle:\n  repetitions: &a {min: 6, max: 20}\nbcast:\n  repetitions:\n    <<: *a\n"
+         "    max: 30\n    max: 40\n", "line 8: key 'max' is given twice (first on line 7)"),
+        ("campaign: {}\nshuffle:\n  repetitions: &a {min: 6, max: 20}\nbcast:\n  repetitions: {<<: *a, max: 30, "
+         "max: 40}\n", "line 5, column 34: key 'max' is given twice (first at column 25 of the same line)"),
+        ("campaign: &c {name: a}\nshuffle:\n  <<: *c\n  windows: [4]\n  windows: [8]\n",
+         "line 5: key 'windows' is given twice (first on line 4)"),
+    ],
+)
+def test_two_explicit_keys_beside_a_merge_are_still_given_twice(tmp_path, text, words):
+    assert words in refused(tmp_path, text)
+
+
+def test_a_merge_of_something_not_a_mapping_is_one_line(tmp_path):
+    message = refused(tmp_path, "campaign: {}\nshuffle:\n  windows: &w [4]\nbcast:\n  <<: *w\n")
+    assert "not valid YAML: expected a mapping for merging, but found scalar" in message
+
+
+def test_both_entry_points_take_a_merge_key(tmp_path):
+    text = f"campaign: {{}}\nshuffle: &s {STREAM}\nbcast:\n  <<: *s\n  enabled: false\n"
+    # bcast has none of shuffle's keys: the merged keys count as given and are checked like written ones
+    proc, out = snakemake_dry_run(tmp_path, text)
+    assert proc.returncode != 0 and "bcast.message_sizes = [4KiB]: unknown key 'message_sizes'" in out, out
+    assert "not valid YAML" not in out and "Traceback" not in out
+    text = f"campaign: {{}}\nshuffle: &s {STREAM}\nkv:\n  repetitions: &r {{min: 6, max: 9}}\n" \
+           "bcast:\n  repetitions: {<<: *r, max: 12}\n  enabled: false\n"
+    proc, out = snakemake_dry_run(tmp_path, text)
+    assert proc.returncode == 0 and "shuffle_point" in out, out
+    proc, out = movebench("--configfile", tmp_path / "config.yaml", "plan", "--profile", "local")
+    assert proc.returncode == 0 and "Traceback" not in out, out
+
+
+# --- 2. a key repeated inside one flow mapping on one line: refused with line and column ---
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("campaign: {}\nshuffle: {ranks: [2], message_sizes: [4KiB], ranks: [4]}\n",
+         "line 2, column 46: key 'ranks' is given twice (first at column 11 of the same line)"),
+        ("campaign: {name: a, name: b}\nshuffle: {}\n",
+         "line 1, column 21: key 'name' is given twice (first at column 12 of the same line)"),
+        ("{campaign: {}, shuffle: {}, campaign: {name: x}}\n",
+         "line 1, column 29: key 'campaign' is given twice (first at column 2 of the same line)"),
+        ("campaign: {}\nshuffle:\n  repetitions: {min: 6, max: 9, min: 7}\n",
+         "line 3, column 33: key 'min' is given twice (first at column 17 of the same line)"),
+        ("campaign: {}\nshuffle: {ranks: [2],\n  windows: [4], ranks: [4]}\n",
+         "line 3: key 'ranks' is given twice (first on line 2)"),
+    ],
+)
+def test_a_key_given_twice_on_one_line_is_refused_with_its_column(tmp_path, text, words):
+    message = refused(tmp_path, text)
+    assert words in message and "YAML would silently keep only the last one" in message, message
+
+
+def test_both_entry_points_refuse_a_key_given_twice_on_one_line(tmp_path):
+    text = "campaign: {}\nshuffle: {ranks: [2], message_sizes: [4KiB], ranks: [4]}\n"
+    words = "line 2, column 46: key 'ranks' is given twice (first at column 11 of the same line)"
+    proc, out = snakemake_dry_run(tmp_path, text)
+    assert proc.returncode != 0 and words in out and "Traceback" not in out, out
+    for command in (["run", "-n"], ["plan"]):
+        proc, out = movebench("--configfile", tmp_path / "config.yaml", *command)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode != 0 and len(lines) == 1 and words in lines[0], out

@@ -138,3 +138,64 @@ def test_both_entry_points_refuse_a_key_given_twice_on_one_line(tmp_path):
         proc, out = movebench("--configfile", tmp_path / "config.yaml", *command)
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode != 0 and len(lines) == 1 and words in lines[0], out
+
+
+# --- 3. a look-alike letter that is not ASCII: the line says which character, and the key it resembles ---
+
+def validated(config) -> str:
+    with pytest.raises(cc.ConfigError) as err:
+        cc.validate(config, warn=lambda line: None)
+    return err.value.message()
+
+
+@pytest.mark.parametrize(
+    "config, words",
+    [
+        ({"campaign": {}, "shuffle": {"message_siz\u0435s": ["4KiB"]}},
+         "unknown key 'message_siz\u0435s' (character 12 is U+0435 CYRILLIC SMALL LETTER IE, not ASCII; "
+         "did you mean message_sizes?); valid keys: "),
+        ({"campaign": {}, "shuffl\u0435": {}},
+         "shuffl\u0435 = {}: unknown key 'shuffl\u0435' (character 7 is U+0435 CYRILLIC SMALL LETTER IE, not ASCII; "
+         "did you mean shuffle?)"),
+        ({"campaign": {"results_dir\u00a0": "r"}, "shuffle": {}},
+         "(character 12 is U+00A0 NO-BREAK SPACE, not ASCII; did you mean results_dir?)"),
+        ({"campaign": {"n\u0430me": "x"}, "shuffle": {}},
+         "(character 2 is U+0430 CYRILLIC SMALL LETTER A, not ASCII; did you mean name?)"),
+        ({"campaign": {}, "kv": {"w\u200bindows": 1}}, "(character 2 is U+200B ZERO WIDTH SPACE, not ASCII)"),
+    ],
+)
+def test_an_unknown_key_with_a_letter_that_is_not_ascii_names_the_letter(config, words):
+    assert words in validated(config)
+
+
+@pytest.mark.parametrize(
+    "config, words",
+    [
+        ({"campaign": {}, "shuffle": {"patterns": ["un\u0456"]}},
+         "shuffle.patterns[0] = 'un\u0456': must be one of uni, bidi, alltoall, shuffle (character 3 is U+0456 "
+         "CYRILLIC SMALL LETTER BYELORUSSIAN-UKRAINIAN I, not ASCII; did you mean uni?)"),
+        ({"campaign": {}, "bcast": {"kinds": ["d\u0435ns\u0435"]}},
+         "character 2 is U+0435 CYRILLIC SMALL LETTER IE, character 5 is U+0435 CYRILLIC SMALL LETTER IE, not ASCII; "
+         "did you mean dense?"),
+        ({"campaign": {}, "io": {"backends": ["p\u043esix"]}},
+         "(character 2 is U+043E CYRILLIC SMALL LETTER O, not ASCII; did you mean posix?)"),
+        ({"campaign": {}, "shuffle": {"mpi_thread_levels": ["singl\u0435"]}}, "did you mean single?"),
+    ],
+)
+def test_an_enum_value_with_a_letter_that_is_not_ascii_names_the_letter(config, words):
+    assert words in validated(config)
+
+
+def test_ascii_mistakes_keep_their_line():
+    message = validated({"campaign": {}, "shuffle": {"mesage_sizes": ["4KiB"], "patterns": ["unii"]}})
+    assert "unknown key 'mesage_sizes'; valid keys:" in message and "not ASCII" not in message
+    assert "shuffle.patterns[0] = 'unii': must be one of uni, bidi, alltoall, shuffle\n" in message + "\n"
+
+
+def test_both_entry_points_name_a_letter_that_is_not_ascii(tmp_path):
+    text = "campaign: {}\nshuffle: {patterns: [uni], message_siz\u0435s: [4KiB]}\n"
+    words = "(character 12 is U+0435 CYRILLIC SMALL LETTER IE, not ASCII; did you mean message_sizes?)"
+    proc, out = snakemake_dry_run(tmp_path, text)
+    assert proc.returncode != 0 and words in out and "Traceback" not in out, out
+    proc, out = movebench("--configfile", tmp_path / "config.yaml", "plan")
+    assert proc.returncode != 0 and words in out and "Traceback" not in out, out

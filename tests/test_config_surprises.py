@@ -199,3 +199,46 @@ def test_both_entry_points_name_a_letter_that_is_not_ascii(tmp_path):
     assert proc.returncode != 0 and words in out and "Traceback" not in out, out
     proc, out = movebench("--configfile", tmp_path / "config.yaml", "plan")
     assert proc.returncode != 0 and words in out and "Traceback" not in out, out
+
+
+# --- 4. an absurd size is refused at validation, with the largest valid size ---
+
+LARGEST = "is more than the largest size, 1PiB (1125899906842624 bytes)"
+
+
+@pytest.mark.parametrize(
+    "config, words",
+    [
+        ({"campaign": {}, "shuffle": {"message_sizes": [10**23]}},
+         f"shuffle.message_sizes = [100000000000000000000000]: 100000000000000000000000 {LARGEST}"),
+        ({"campaign": {}, "shuffle": {"message_sizes": [1e23]}}, f"shuffle.message_sizes = [1.0e+23]: 1e+23 {LARGEST}"),
+        ({"campaign": {}, "shuffle": {"message_sizes": ["4KiB", "2PiB"]}},
+         f"shuffle.message_sizes = [4KiB, 2PiB]: '2PiB' {LARGEST}"),
+        ({"campaign": {}, "shuffle": {"message_sizes": {"from": 1, "to": "1025TiB"}}}, f"'1025TiB' {LARGEST}"),
+        ({"campaign": {}, "kv": {"value_sizes": ["100000000000000000000000"]}}, f"kv.value_sizes = "),
+        ({"campaign": {}, "kv": {"total_mem": "100000000TB"}}, f"kv.total_mem = '100000000TB': '100000000TB' {LARGEST}"),
+        ({"campaign": {}, "io": {"backends": ["posix"], "size_per_proc": [2**60]}}, f"1152921504606846976 {LARGEST}"),
+        ({"campaign": {}, "io": {"backends": ["posix"], "posix": {"transfer_size": "2 PiB"}}},
+         f"io.posix.transfer_size = '2 PiB': '2 PiB' {LARGEST}"),
+        ({"campaign": {}, "calibration": {"memcpy_sizes": [10**16]}}, f"calibration.memcpy_sizes = [10000000000000000]"),
+    ],
+)
+def test_an_absurd_size_is_refused_at_validation_with_the_largest_valid_size(config, words):
+    message = validated(config)
+    assert words in message and LARGEST in message, message
+    assert "GiB" not in message  # not the admission's plan in GiB
+
+
+def test_the_largest_size_itself_is_valid():
+    config = cc.validate({"campaign": {}, "shuffle": {"message_sizes": ["1PiB", 1024**5, "1024TiB"]}},
+                         warn=lambda line: None)
+    assert config["shuffle"]["message_sizes"] == ["1PiB", 1024**5, "1024TiB"]
+
+
+def test_both_entry_points_refuse_an_absurd_size(tmp_path):
+    text = "campaign: {}\nshuffle: {patterns: [uni], message_sizes: [100000000000000000000000]}\n"
+    words = f"shuffle.message_sizes = [100000000000000000000000]: 100000000000000000000000 {LARGEST}"
+    proc, out = snakemake_dry_run(tmp_path, text)
+    assert proc.returncode != 0 and words in out and "Traceback" not in out, out
+    proc, out = movebench("--configfile", tmp_path / "config.yaml", "plan")
+    assert proc.returncode != 0 and words in out and "Traceback" not in out, out

@@ -215,12 +215,13 @@ LARGEST = "is more than the largest size, 1PiB (1125899906842624 bytes)"
         ({"campaign": {}, "shuffle": {"message_sizes": ["4KiB", "2PiB"]}},
          f"shuffle.message_sizes = [4KiB, 2PiB]: '2PiB' {LARGEST}"),
         ({"campaign": {}, "shuffle": {"message_sizes": {"from": 1, "to": "1025TiB"}}}, f"'1025TiB' {LARGEST}"),
-        ({"campaign": {}, "kv": {"value_sizes": ["100000000000000000000000"]}}, f"kv.value_sizes = "),
-        ({"campaign": {}, "kv": {"total_mem": "100000000TB"}}, f"kv.total_mem = '100000000TB': '100000000TB' {LARGEST}"),
+        ({"campaign": {}, "kv": {"value_sizes": ["100000000000000000000000"]}}, "kv.value_sizes = "),
+        ({"campaign": {}, "kv": {"total_mem": "100000000TB"}},
+         f"kv.total_mem = '100000000TB': '100000000TB' {LARGEST}"),
         ({"campaign": {}, "io": {"backends": ["posix"], "size_per_proc": [2**60]}}, f"1152921504606846976 {LARGEST}"),
         ({"campaign": {}, "io": {"backends": ["posix"], "posix": {"transfer_size": "2 PiB"}}},
          f"io.posix.transfer_size = '2 PiB': '2 PiB' {LARGEST}"),
-        ({"campaign": {}, "calibration": {"memcpy_sizes": [10**16]}}, f"calibration.memcpy_sizes = [10000000000000000]"),
+        ({"campaign": {}, "calibration": {"memcpy_sizes": [10**16]}}, "calibration.memcpy_sizes = [10000000000000000]"),
     ],
 )
 def test_an_absurd_size_is_refused_at_validation_with_the_largest_valid_size(config, words):
@@ -242,3 +243,83 @@ def test_both_entry_points_refuse_an_absurd_size(tmp_path):
     assert proc.returncode != 0 and words in out and "Traceback" not in out, out
     proc, out = movebench("--configfile", tmp_path / "config.yaml", "plan")
     assert proc.returncode != 0 and words in out and "Traceback" not in out, out
+
+
+# --- 5. a results_dir no file can be made in: refused before anything starts, dry run included ---
+
+def mounted(folder, options):
+    """A tmpfs at folder with options, unmounted by the caller; skips the test where mounting is not allowed."""
+    folder.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)], capture_output=True,
+                          text=True)
+    if proc.returncode != 0:
+        # the tests run as root, for whom no permission bit makes a folder unwritable: only a mount does
+        pytest.skip(f"cannot mount a tmpfs here ({proc.stderr.strip() or proc.returncode}); needs root")
+
+
+def unmount(folder):
+    subprocess.run(["umount", str(folder)], capture_output=True)
+
+
+@pytest.fixture
+def read_only(tmp_path):
+    folder = tmp_path / "ro"
+    mounted(folder, "ro,size=1m")
+    try:
+        yield folder
+    finally:
+        unmount(folder)
+
+
+@pytest.mark.parametrize(
+    "under, words",
+    [
+        ("", "cannot be written: it is on a read-only filesystem; name a folder this user can write"),
+        ("results", "cannot be written: {ro}, the nearest folder of it that exists, is on a read-only filesystem"),
+        ("a/b/results", "cannot be written: {ro}, the nearest folder of it that exists, is on a read-only filesystem"),
+    ],
+)
+def test_a_results_dir_on_a_read_only_filesystem_is_refused(read_only, under, words):
+    value = str(read_only / under) if under else str(read_only)
+    message = validated({"campaign": {"results_dir": value}, "shuffle": {}})
+    assert f"campaign.results_dir = '{value}': " + words.format(ro=read_only) in message, message
+
+
+def test_a_results_dir_on_a_full_filesystem_is_refused(tmp_path):
+    folder = tmp_path / "full"
+    mounted(folder, "size=1m,nr_inodes=1")  # the root folder takes the only inode: no file can be made
+    try:
+        message = validated({"campaign": {"results_dir": str(folder / "results")}, "shuffle": {}})
+        assert "the nearest folder of it that exists, is on a full filesystem" in message, message
+    finally:
+        unmount(folder)
+
+
+def test_a_results_dir_this_user_cannot_write_is_refused(tmp_path, monkeypatch):
+    import errno
+    import tempfile
+
+    def refuse(**kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    message = validated({"campaign": {"results_dir": str(tmp_path / "results")}, "shuffle": {}})
+    assert f"{tmp_path}, the nearest folder of it that exists, is not writable by this user" in message, message
+
+
+def test_a_writable_results_dir_is_left_as_it_was(tmp_path):
+    for value in (str(tmp_path), str(tmp_path / "new" / "results")):
+        cc.validate({"campaign": {"results_dir": value}, "shuffle": {}}, warn=lambda line: None)
+    assert list(tmp_path.iterdir()) == []  # the check's file is gone, and nothing was made
+
+
+@pytest.mark.timeout(300)
+def test_every_entry_point_refuses_a_read_only_results_dir_before_anything_starts(read_only, tmp_path):
+    text = f"campaign: {{results_dir: {read_only}/results}}\nshuffle: {STREAM}\n"
+    words = f"campaign.results_dir = '{read_only}/results': cannot be written: {read_only}, the nearest folder"
+    proc, out = snakemake_dry_run(tmp_path, text)
+    assert proc.returncode != 0 and words in out and "Traceback" not in out, out
+    for command in (["plan"], ["plan", "--profile", "local"], ["run", "-n"], ["run", "--cores", "1"]):
+        proc, out = movebench("--configfile", tmp_path / "config.yaml", *command)
+        assert proc.returncode != 0 and words in out and "Traceback" not in out, (command, out)
+        assert "shuffle_point" not in out, (command, out)

@@ -10,9 +10,12 @@ and, for YAML, the line (`load`).
 from __future__ import annotations
 
 import copy
+import errno
 import itertools
 import math
+import os
 import sys
+import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -242,7 +245,7 @@ def _section_problems(config: dict) -> list:
 
 
 def results_dir_problems(campaign: dict) -> list:
-    """A results_dir that cannot hold a campaign's files: empty, the filesystem root, a file, braces."""
+    """A results_dir that cannot hold a campaign's files: empty, the filesystem root, a file, braces, unwritable."""
     value = campaign.get("results_dir")
     if not isinstance(value, str):
         return []
@@ -262,7 +265,30 @@ def results_dir_problems(campaign: dict) -> list:
     if probe.exists() and not probe.is_dir():
         what = "is" if probe == path else f"is inside {probe}, which is"
         return [(key, value, f"{what} an existing file, not a folder")]
+    why = _cannot_write(probe) if probe.is_dir() else None
+    if why:
+        what = "it" if probe == path else f"{probe}, the nearest folder of it that exists,"
+        return [(key, value, f"cannot be written: {what} {why}; name a folder this user can write")]
     return []
+
+
+def _cannot_write(folder: Path) -> str | None:
+    """Why a file cannot be made in `folder`, found by making one; None when it can.
+
+    Permission bits and os.access do not tell: root passes every bit yet cannot write a read-only mount,
+    and an ACL, a root-squashed NFS export or a quota answers only when a file is made. Without this a
+    results_dir nobody can write passes `plan` and the dry run, and the run fails at its first job.
+    """
+    try:
+        fd, name = tempfile.mkstemp(prefix=".movebench-write-check-", dir=folder)
+    except OSError as exc:
+        reasons = {errno.EROFS: "is on a read-only filesystem", errno.EACCES: "is not writable by this user",
+                   errno.EPERM: "is not writable by this user", errno.ENOSPC: "is on a full filesystem",
+                   errno.EDQUOT: "is over this user's disk quota"}
+        return reasons.get(exc.errno, f"refuses a new file ({exc.strerror or exc})")
+    os.close(fd)
+    os.unlink(name)
+    return None
 
 
 def repetitions_problems(config: dict, names) -> list:

@@ -39,3 +39,20 @@ def test_expand_range_and_list():
 def test_expand_rejects_empty_ranges(spec):
     with pytest.raises(SizeError):
         expand_sizes(spec)
+
+
+def test_petabytes_parse_and_format():
+    assert parse_size("1PiB") == 1024**5 and parse_size("1PB") == 1000**5 and format_size(1024**5) == "1PiB"
+
+
+@pytest.mark.parametrize("big", [10**23, 1e23, "100000000000000000000000", "2PiB", "1025TiB", 1024**5 + 1])
+def test_a_size_above_one_pib_is_refused_naming_the_largest(big):
+    with pytest.raises(SizeError) as err:
+        parse_size(big)
+    assert repr(big) in str(err.value) and "the largest size, 1PiB (1125899906842624 bytes)" in str(err.value)
+    with pytest.raises(SizeError):
+        expand_sizes({"from": 1, "to": big})
+
+
+def test_one_pib_is_the_largest_valid_size():
+    assert parse_size(1024**5) == parse_size("1PiB") == parse_size("1024TiB") == 1024**5

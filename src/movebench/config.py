@@ -10,9 +10,12 @@ and, for YAML, the line (`load`).
 from __future__ import annotations
 
 import copy
+import errno
 import itertools
 import math
+import os
 import sys
+import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -94,20 +97,46 @@ def full_schema() -> dict:
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, but a key given twice in one mapping is an error (PyYAML keeps the last)."""
+    """PyYAML's safe loader, but a key given twice in one mapping is an error (PyYAML keeps the last).
 
-    def construct_mapping(self, node, deep=False):
+    Merge keys (`<<: *common`, `<<: [*a, *b]`) are YAML's own and Snakemake's loader takes them: a key
+    they bring in may be overridden by one written in the mapping, which is what they are for, so only
+    the keys written in a mapping are compared with each other.
+    """
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self._checked: set[int] = set()
+
+    def flatten_mapping(self, node):
+        # PyYAML flattens a mapping in place (the merged keys join its own) and may do so for an anchored
+        # mapping before constructing it, when another mapping merges it: the check runs once, on the
+        # mapping as written, whichever comes first.
+        if id(node) not in self._checked:
+            self._checked.add(id(node))
+            self._refuse_repeated_keys(node)
+        super().flatten_mapping(node)
+
+    def _refuse_repeated_keys(self, node):
         seen = {}
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
             key = self.construct_object(key_node, deep=True)
+            mark = key_node.start_mark
             try:
-                first = seen.setdefault(key, key_node.start_mark.line + 1)
+                first = seen.setdefault(key, mark)
             except TypeError:  # an unhashable key: PyYAML's own error says so
-                break
-            if first != key_node.start_mark.line + 1:
-                raise ConfigFileError(f"line {key_node.start_mark.line + 1}: key {key!r} is given twice "
-                                      f"(first on line {first}); YAML would silently keep only the last one")
-        return super().construct_mapping(node, deep)
+                return
+            if first is mark:
+                continue
+            # Two on one line (a flow mapping, `{ranks: [2], ranks: [4]}`) are told apart by their column.
+            if first.line == mark.line:
+                raise ConfigFileError(f"line {mark.line + 1}, column {mark.column + 1}: key {key!r} is given twice "
+                                      f"(first at column {first.column + 1} of the same line); YAML would silently "
+                                      "keep only the last one")
+            raise ConfigFileError(f"line {mark.line + 1}: key {key!r} is given twice (first on line "
+                                  f"{first.line + 1}); YAML would silently keep only the last one")
 
 
 def load(path) -> dict:
@@ -216,7 +245,7 @@ def _section_problems(config: dict) -> list:
 
 
 def results_dir_problems(campaign: dict) -> list:
-    """A results_dir that cannot hold a campaign's files: empty, the filesystem root, a file, braces."""
+    """A results_dir that cannot hold a campaign's files: empty, the filesystem root, a file, braces, unwritable."""
     value = campaign.get("results_dir")
     if not isinstance(value, str):
         return []
@@ -236,7 +265,30 @@ def results_dir_problems(campaign: dict) -> list:
     if probe.exists() and not probe.is_dir():
         what = "is" if probe == path else f"is inside {probe}, which is"
         return [(key, value, f"{what} an existing file, not a folder")]
+    why = _cannot_write(probe) if probe.is_dir() else None
+    if why:
+        what = "it" if probe == path else f"{probe}, the nearest folder of it that exists,"
+        return [(key, value, f"cannot be written: {what} {why}; name a folder this user can write")]
     return []
+
+
+def _cannot_write(folder: Path) -> str | None:
+    """Why a file cannot be made in `folder`, found by making one; None when it can.
+
+    Permission bits and os.access do not tell: root passes every bit yet cannot write a read-only mount,
+    and an ACL, a root-squashed NFS export or a quota answers only when a file is made. Without this a
+    results_dir nobody can write passes `plan` and the dry run, and the run fails at its first job.
+    """
+    try:
+        fd, name = tempfile.mkstemp(prefix=".movebench-write-check-", dir=folder)
+    except OSError as exc:
+        reasons = {errno.EROFS: "is on a read-only filesystem", errno.EACCES: "is not writable by this user",
+                   errno.EPERM: "is not writable by this user", errno.ENOSPC: "is on a full filesystem",
+                   errno.EDQUOT: "is over this user's disk quota"}
+        return reasons.get(exc.errno, f"refuses a new file ({exc.strerror or exc})")
+    os.close(fd)
+    os.unlink(name)
+    return None
 
 
 def repetitions_problems(config: dict, names) -> list:

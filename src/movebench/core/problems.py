@@ -8,7 +8,9 @@ as one message, a line each (`<key path> = <bad value>: <what would be valid>`).
 from __future__ import annotations
 
 import copy
+import difflib
 import math
+import unicodedata
 from typing import Any
 
 import jsonschema
@@ -67,14 +69,31 @@ def _with_defaults(validator_class):
     return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
 
 
+def not_ascii(text, valid=()) -> str:
+    """Which characters of `text` are not ASCII, and the valid text it is closest to: '' when all are ASCII.
+
+    A look-alike letter (Cyrillic е in `message_sizеs`, a no-break space) prints like the valid one, so
+    "unknown key 'message_sizеs'" beside a list holding message_sizes reads as a bug of movebench's.
+    """
+    if not isinstance(text, str) or text.isascii():
+        return ""
+    odd = [f"character {i} is U+{ord(c):04X}" + (f" {unicodedata.name(c)}" if unicodedata.name(c, "") else "")
+           for i, c in enumerate(text, 1) if not c.isascii()]
+    shown = odd[:3] + ([f"and {len(odd) - 3} more"] if len(odd) > 3 else [])
+    guess = difflib.get_close_matches(text, [v for v in valid if isinstance(v, str)], n=1, cutoff=0.6)
+    return ", ".join(shown) + ", not ASCII" + (f"; did you mean {guess[0]}?" if guess else "")
+
+
 def _hint(error) -> str:
     v, s = error.validator, error.schema
     if v == "additionalProperties":
         allowed = sorted(s.get("properties", {}))
         extra = sorted(set(error.instance) - set(allowed))
-        return f"unknown key {', '.join(map(repr, extra))}; valid keys: {', '.join(allowed)}"
+        named = [repr(k) + (f" ({not_ascii(k, allowed)})" if not_ascii(k) else "") for k in extra]
+        return f"unknown key {', '.join(named)}; valid keys: {', '.join(allowed)}"
     if v == "enum":
-        return "must be one of " + ", ".join(map(str, s["enum"]))
+        note = not_ascii(error.instance, s["enum"])
+        return "must be one of " + ", ".join(map(str, s["enum"])) + (f" ({note})" if note else "")
     if v == "type":
         return f"must be of type {s['type'] if isinstance(s['type'], str) else ' or '.join(s['type'])}"
     if v == "minItems":

@@ -24,9 +24,19 @@ _UNITS = {
     "gib": 1024**3,
     "ti": 1024**4,
     "tib": 1024**4,
+    "p": 1000**5,
+    "pb": 1000**5,
+    "pi": 1024**5,
+    "pib": 1024**5,
 }
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 SIZE_HINT = "a byte count or a size such as 4KiB, 1MiB, 2GiB (powers of 1024) or 4kB, 1MB (powers of 1000)"
+#: The largest size taken, 1 PiB. A size is a message, a value, a buffer or a file per process, so it has to fit
+#: a node (today's largest hold tens of TiB) or a filesystem; 1 PiB is far above any of them, and a size above
+#: it is a slip (10**23 typed for 10**3) that would otherwise pass validation and be stopped only at admission,
+#: as a plan of "372529029846192.1 GiB". It also keeps every size exact after the float parse (2**50 < 2**53)
+#: and size x ranks x windows far inside int64.
+MAX_SIZE = 1024**5
 #: Most sizes one range may give: above it a range is refused before its list is built (a tiny factor
 #: over a wide range would give hundreds of thousands of points and stall Snakemake's DAG).
 MAX_RANGE_SIZES = 5000
@@ -37,7 +47,14 @@ class SizeError(ValueError):
 
 
 def parse_size(value) -> int:
-    """Bytes in `value`: an int, or a string such as "4KiB" or "1.5 MB"."""
+    """Bytes in `value`: an int, or a string such as "4KiB" or "1.5 MB"; SizeError above MAX_SIZE."""
+    nbytes = _parse_size(value)
+    if nbytes > MAX_SIZE:
+        raise SizeError(f"{value!r} is more than the largest size, {format_size(MAX_SIZE)} ({MAX_SIZE} bytes)")
+    return nbytes
+
+
+def _parse_size(value) -> int:
     if isinstance(value, bool):
         raise SizeError(f"{value!r} is not a size: expected {SIZE_HINT}")
     if isinstance(value, int):
@@ -59,7 +76,7 @@ def parse_size(value) -> int:
 
 def format_size(nbytes: int) -> str:
     """The shortest exact IEC spelling of `nbytes`: 4096 -> "4KiB", 1000 -> "1000B"."""
-    for unit, factor in (("TiB", 1024**4), ("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+    for unit, factor in (("PiB", 1024**5), ("TiB", 1024**4), ("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
         if nbytes >= factor and nbytes % factor == 0:
             return f"{nbytes // factor}{unit}"
     return f"{nbytes}B"

@@ -378,7 +378,6 @@ def _run_launch(members: list[Member], name: str | None, args, signals: _Signals
     """Measure `members` in one launch (a launch group when `name` is set), each point's outcome its own."""
     family = members[0].task.family
     runtime = launchers.runtime(members[0].task)
-    label = f"launch group {name}" if name else members[0].where
     for member in members:
         member.out.parent.mkdir(parents=True, exist_ok=True)
     task_path = members[0].out.with_name(f".{members[0].out.name}.{os.getpid()}.task.json")

@@ -1,7 +1,7 @@
 """Several points per launch, measured: the default campaign's kv section run with `launch_groups: false` (a
 launch per point, A) and `true` (one Dragon runtime for the 8 points, B), interleaved A B A B ... for --rounds
-rounds, one launch per point, on this checkout. Round r uses launch_order_seed r + 1 in every arm, so a point's place in its
-group changes from round to round (a place effect is not taken for a point's).
+rounds, one launch per point, on this checkout. Round r uses launch_order_seed r + 1 in every arm, so a point's
+place in its group changes from round to round (a place effect is not taken for a point's).
 
 Run:
   .venv/bin/python bench/launch_groups.py                 # 5 rounds, about 12 minutes here
@@ -124,7 +124,7 @@ def main() -> int:
     print(f"  fixed cost per point B         {spread(frame['fixed_B'].tolist())} s")
     print(f"  share inside timed regions A   {spread(frame['timed_share_A'].tolist())}")
     print(f"  share inside timed regions B   {spread(frame['timed_share_B'].tolist())}")
-    print(f"  bandwidth B / A, per point (median of per-round ratios [min-max]):")
+    print("  bandwidth B / A, per point (median of per-round ratios [min-max]):")
     by_point = pd.concat(ratios, axis=1)
     for point, values in by_point.iterrows():
         print(f"    {point}: {spread(values.dropna().tolist())}")

@@ -305,10 +305,9 @@ def run_point(args) -> int:
     signals = _Signals()
     if args.group is not None:
         members, name = args.group
-        members = [Member(task, Path(args.raw) / task.family / f"{_where(task)}.jsonl",
-                          Path(args.raw) / task.family / f"{_where(task)}.meta.json",
-                          Path(args.failed) / task.family / f"{_where(task)}.json",
-                          Path(args.kept) if args.kept else None) for task in members]
+        members = [Member(task, Path(out), Path(meta), Path(args.failed) / task.family / f"{_where(task)}.json",
+                          Path(args.kept) if args.kept else None)
+                   for task, out, meta in zip(members, args.records, args.metas, strict=True)]
     else:
         members, name = [Member(args.task, Path(args.out), Path(args.meta), Path(args.failed))], None
     try:
@@ -551,7 +550,7 @@ def parser() -> argparse.ArgumentParser:
                           "warmups, ranks, nodes")
     one.add_argument("--group", type=_group,
                      help='a launch group as JSON (or @FILE): {"name": ..., "group": [task, ...]}, its points run in '
-                          "one launch; each writes <raw>/<family>/<launch path>.jsonl and .meta.json")
+                          "one launch; each writes the --records and --metas path of its place")
     p.add_argument("--launcher", default="mpiexec",
                    help="MPI launcher; may contain {ranks} and {nodes}, else '-n <ranks>' is appended")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds before the point is killed")
@@ -559,7 +558,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--meta", help="the point's meta (.meta.json); with --task")
     p.add_argument("--failed", required=True,
                    help="where a failure record goes (with --group: the folder of the families' failure records)")
-    p.add_argument("--raw", help="with --group: the folder of the families' records")
+    p.add_argument("--records", nargs="+", help="with --group: each point's records (.jsonl), in the group's order")
+    p.add_argument("--metas", nargs="+", help="with --group: each point's meta (.meta.json), in the group's order")
     p.add_argument("--kept", help="with --group: where finished points wait out a failed launch of their group")
     p.add_argument("--config-hash", default=os.environ.get("MOVEBENCH_CONFIG_HASH"),
                    help="hash of the campaign config, for the meta (default: $MOVEBENCH_CONFIG_HASH)")
@@ -573,8 +573,9 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.task is not None and not (args.out and args.meta):
         p.error("--task needs --out and --meta")
-    if args.group is not None and not args.raw:
-        p.error("--group needs --raw")
+    if args.group is not None and not (args.records and args.metas and
+                                       len(args.records) == len(args.metas) == len(args.group[0])):
+        p.error("--group needs --records and --metas, one of each per point of the group")
     return run_point(args)
 
 

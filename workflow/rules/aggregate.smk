@@ -27,11 +27,11 @@ rule aggregate:
         f"{LOGS}/aggregate/{{family}}.log",
     wildcard_constraints:
         family="|".join(GRID) or "none",
+    conda:
+        "../envs/report.yaml"
     # a point measuring on this machine would share its cores with this job (the local profile has one slot)
     resources:
         benchmark_slots=1,
-    conda:
-        "../envs/report.yaml"
     params:
         family=lambda w: w.family,
         points=lambda w: GRID[w.family],

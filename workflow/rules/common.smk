@@ -43,7 +43,9 @@ def kernel_sources(family):
 
 def point_params(family):
     return {
-        "task": lambda w: json.dumps(campaign.task_of(TASKS, family, w.point_path).to_dict()),
+        "task": lambda w: json.dumps(
+            campaign.task_of(TASKS, family, w.point_path).to_dict()
+        ),
         "failed": lambda w: f"{FAILED}/{family}/{w.point_path}.json",
         "timeout": CAMPAIGN["timeout"],
         # The profile picks the MPI launcher with default-resources mpi=...; plain runs use mpiexec.
@@ -83,10 +85,11 @@ def group_outputs(group, ext):
 
 
 def group_params(group):
-    tasks = [campaign.task_of(TASKS, group.family, path).to_dict() for path in group.members]
+    tasks = [
+        campaign.task_of(TASKS, group.family, path).to_dict() for path in group.members
+    ]
     return {
         "tasks": json.dumps({"group": tasks, "name": group.name}),
-        "raw": RAW,
         "failed": FAILED,
         "kept": f"{RESULTS}/.kept",
         # each member gets the campaign's timeout
@@ -98,7 +101,10 @@ def group_params(group):
 def group_resources(group):
     """The members' largest need: they share ranks and nodes (the family's launch group axes)."""
     fam, section = families.load(group.family), config[group.family]
-    needs = [fam.resources(campaign.task_of(TASKS, group.family, p).point, section) for p in group.members]
+    needs = [
+        fam.resources(campaign.task_of(TASKS, group.family, p).point, section)
+        for p in group.members
+    ]
     return {
         "tasks": max(n["tasks"] for n in needs),
         "nodes": max(n["nodes"] for n in needs),
@@ -118,12 +124,18 @@ LAUNCH = (
 # A launch group's job: its members' tasks; each member's records, meta and failure record at its own path.
 GROUP_LAUNCH = (
     "python -m movebench.launch --group {params.tasks:q} --launcher {params.launcher:q}"
-    " --timeout {params.timeout} --raw {params.raw:q} --failed {params.failed:q} --kept {params.kept:q}"
-    " > {log:q} 2>&1"
+    " --timeout {params.timeout} --records {output.records:q} --metas {output.meta:q}"
+    " --failed {params.failed:q} --kept {params.kept:q} > {log:q} 2>&1"
 )
 
-GROUP_RULES = {group_rule_name(group, i): group for family in GROUPS for i, group in enumerate(GROUPS[family])}
-CAMPAIGN_RUN = campaign.CampaignRun(config, GRID, TASKS, LAUNCH_ORDER, LAUNCH_ORDER_SEED, GROUP_RULES)
+GROUP_RULES = {
+    group_rule_name(group, i): group
+    for family in GROUPS
+    for i, group in enumerate(GROUPS[family])
+}
+CAMPAIGN_RUN = campaign.CampaignRun(
+    config, GRID, TASKS, LAUNCH_ORDER, LAUNCH_ORDER_SEED, GROUP_RULES
+)
 CAMPAIGN_RUN.watch(workflow)
 
 

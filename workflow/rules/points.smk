@@ -18,9 +18,9 @@ for family in GRID:
             meta=f"{RAW}/{family}/{{point_path}}.meta.json",
         log:
             f"{LOGS}/{family}/{{point_path}}.log",
+        priority: point_priority(family)
         group:
             family
-        priority: point_priority(family)
         conda:
             str(families.folder(family) / "environment.yaml")
         resources:
@@ -43,9 +43,9 @@ for rule_name, launch_group in GROUP_RULES.items():
             meta=group_outputs(launch_group, ".meta.json"),
         log:
             f"{LOGS}/{launch_group.family}/{plan.GROUPS}/{launch_group.name}.log",
+        priority: PRIORITY[launch_group.family][launch_group.name]
         group:
             launch_group.family
-        priority: PRIORITY[launch_group.family][launch_group.name]
         conda:
             str(families.folder(launch_group.family) / "environment.yaml")
         resources:

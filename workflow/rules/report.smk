@@ -38,11 +38,11 @@ rule report:
         ),
     log:
         f"{LOGS}/report.log",
+    conda:
+        "../envs/report.yaml"
     # a point measuring on this machine would share its cores with this job (the local profile has one slot)
     resources:
         benchmark_slots=1,
-    conda:
-        "../envs/report.yaml"
     params:
         config=config,
         families=list(GRID),

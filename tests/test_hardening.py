@@ -347,6 +347,55 @@ def test_a_full_posix_target_names_the_folder_and_a_rerun_completes(tmp_path, sm
     assert (proc.stdout + proc.stderr).count("localrule io_point:") == len(failures)
 
 
+def fill_after_first_point(results: Path, disk: Path) -> str:
+    """Launcher body: launch as usual; once launch has renamed a point's records into place, fill `disk` to its
+    last page, in the background: the jobs after it start on a full disk."""
+    fill = (f"(until find {results}/raw -name '*.jsonl' ! -name '.*' | grep -q .; do sleep 0.02; done; "
+            f"dd if=/dev/zero of={disk}/ballast bs=64k; dd if=/dev/zero of={disk}/crumbs bs=4k) >/dev/null 2>&1 &")
+    return f"{MPIEXEC} \"$@\"; rc=$?\n[ -e {disk}/filling ] || {{ touch {disk}/filling; {fill} }}\nexit $rc"
+
+
+def test_a_results_disk_full_before_a_point_still_tells_the_point_on_the_console(tmp_path, small_fs):
+    """The points after the first start on a full disk: each one's log is an empty file, so the one line a failed
+    point leaves must reach the console by itself."""
+    results = small_fs / "r"
+    work = write(tmp_path / "work", {**TINY, "campaign": {**TINY["campaign"], "results_dir": str(results)}})
+    proc = run(work, "--set-resources", launcher(work, fill_after_first_point(results, small_fs)))
+    console = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "Traceback" not in console, console[-4000:]
+    failed = [line for line in console.splitlines() if " FAILED: " in line]
+    assert len(failed) == 2, console[-4000:]
+    empty = {log for log in (results / "logs" / "shuffle").rglob("*.log") if log.stat().st_size == 0}
+    assert len(empty) == 2, console[-4000:]
+    for line in failed:
+        assert re.match(r"movebench: shuffle pattern~uni/\S+ FAILED: no space left for .* \(No space left on device; "
+                        r"its filesystem has 0 bytes free\): free space there and run the same command again; its "
+                        r"log: \S+\.log$", line), line
+        assert Path(line.split("its log: ")[1]) in empty
+    assert len(records(work, str(results))) == 1
+    assert_whole(results)
+
+
+def test_aggregation_on_a_full_disk_ends_in_one_line_naming_the_tables_folder(tmp_path, small_fs):
+    """The point finishes; the disk fills before its tables are written."""
+    results = small_fs / "r"
+    work = write(tmp_path / "work", {**TINY, "campaign": {**TINY["campaign"], "results_dir": str(results)},
+                                     "shuffle": {**TINY["shuffle"], "message_sizes": ["1KiB"]}})
+    proc = run(work, "--set-resources", launcher(work, fill_after_first_point(results, small_fs)))
+    console = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "Traceback" not in console and "Errno 28" not in console, console[-4000:]
+    ours = [line for line in console.splitlines() if line.startswith("movebench: no space left in")]
+    assert ours == [f"movebench: no space left in {results / 'tables'} (No space left on device; its filesystem has "
+                    "0 bytes free): free space there and run the same command again"], console[-4000:]
+    assert len(records(work, str(results))) == 1
+    assert_whole(results)
+    for name in ("ballast", "crumbs"):
+        (small_fs / name).unlink()
+    proc = run(work)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (results / "report.html").exists()
+
+
 # --- two campaigns on one machine ---
 
 

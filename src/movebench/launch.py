@@ -38,6 +38,7 @@ from pathlib import Path
 from movebench import families, launchers, machine
 from movebench.core import envinfo, records, stats
 from movebench.core.tables import counted
+from movebench.core.records import free_space
 from movebench.core.task import Task, launch_path
 from movebench.core.transport import TransportLog
 from movebench.launchers.mpi import ShmWatch
@@ -129,21 +130,6 @@ class _Run:
         stop_group(self.proc, GRACE_S)
 
 
-def free_space(folder) -> str:
-    """The free bytes of `folder`'s filesystem (or its nearest existing ancestor), for a message."""
-    probe = Path(folder).absolute()
-    while not probe.exists() and probe.parent != probe:
-        probe = probe.parent
-    try:
-        free = shutil.disk_usage(probe).free
-    except OSError:
-        return "unknown"
-    for unit, factor in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 1024)):
-        if free >= factor:
-            return f"{free / factor:.1f} {unit}"
-    return f"{free} bytes"
-
-
 def _signal_of(rc: int) -> str:
     """' (SIGTERM)' for a status that says a signal ended the kernel: negative from Python's own child, 128 + n
     as srun and shells report it."""
@@ -210,9 +196,36 @@ def _wait(run: _Run, timeout: float, signals: _Signals, before_stop) -> tuple[in
             return run.proc.returncode, f"timed out after {timeout:g} s (campaign.timeout)"
 
 
+#: the point's log when launch writes it itself (--log); its stdout is then that log and its stderr the console
+_LOG: str | None = None
+
+
 def _say(line: str, stream=None) -> None:
-    with contextlib.suppress(OSError):
-        print(line, file=stream or sys.stdout, flush=True)
+    """A line for the log; one for stderr goes to the console as well, where a failed point's one line belongs
+    (Snakemake shows a job's stderr), so that a full disk under the log cannot swallow it."""
+    for out in (sys.stdout, stream) if stream is sys.stderr and _LOG else (stream or sys.stdout,):
+        with contextlib.suppress(OSError):
+            print(line, file=out, flush=True)
+
+
+def _failed(line: str) -> None:
+    _say(line + (f"; its log: {_LOG}" if _LOG else ""), sys.stderr)
+
+
+def _open_log(path: str) -> None:
+    """Launch's stdout (its own lines and the kernel's output) to the point's log; stderr stays the console's."""
+    global _LOG
+    _LOG = path
+    sys.stdout.flush()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    except OSError as exc:
+        # The kernel's output must not flood the console in its place: it is lost, the failure record is not.
+        fd = os.open(os.devnull, os.O_WRONLY)
+        _say(f"movebench: cannot write the log {path} ({exc.strerror}); only this console's lines tell the point's "
+             "story", sys.stderr)
+    os.dup2(fd, sys.stdout.fileno())
+    os.close(fd)
 
 
 def _int_or_none(text):
@@ -316,7 +329,7 @@ def run_point(args) -> int:
     except DiskFull as exc:
         task = members[0].task
         what = f"launch group {name}" if name else families.point_path(task.point)
-        _say(f"movebench: {task.family} {what} FAILED: {exc}", sys.stderr)
+        _failed(f"movebench: {task.family} {what} FAILED: {exc}")
         return 1
 
 
@@ -488,7 +501,7 @@ def _run_launch(members: list[Member], name: str | None, args, signals: _Signals
                     **task.point, "ok": False, "error": why, "returncode": rc, "start": started, "end": ended,
                     "command": shlex.join(argv), "log_tail": list(run.tail) if run else [],
                     "config_hash": args.config_hash, "records": recs, **common})
-            _say(f"movebench: {family} {member.where} FAILED: {why}", sys.stderr)
+            _failed(f"movebench: {family} {member.where} FAILED: {why}")
         if failures:
             if name and done:
                 _say(f"movebench: {family} launch group {name}: {len(done)} of {len(members)} points finished and "
@@ -562,6 +575,8 @@ def parser() -> argparse.ArgumentParser:
                    help="where a failure record goes (with --group: the folder of the families' failure records)")
     p.add_argument("--raw", help="with --group: the folder of the families' records")
     p.add_argument("--kept", help="with --group: where finished points wait out a failed launch of their group")
+    p.add_argument("--log", help="the point's log: launch's and the kernel's output go there, and a failure's one "
+                                 "line (naming this log) to stderr too")
     p.add_argument("--config-hash", default=os.environ.get("MOVEBENCH_CONFIG_HASH"),
                    help="hash of the campaign config, for the meta (default: $MOVEBENCH_CONFIG_HASH)")
     p.add_argument("--campaign", default=os.environ.get("MOVEBENCH_CAMPAIGN"),
@@ -576,6 +591,8 @@ def main(argv=None) -> int:
         p.error("--task needs --out and --meta")
     if args.group is not None and not args.raw:
         p.error("--group needs --raw")
+    if args.log:
+        _open_log(args.log)
     return run_point(args)
 
 

@@ -396,6 +396,26 @@ def test_aggregation_on_a_full_disk_ends_in_one_line_naming_the_tables_folder(tm
     assert (results / "report.html").exists()
 
 
+def test_a_failed_point_is_one_line_on_the_console_and_its_traceback_stays_in_its_log(tmp_path):
+    work = write(tmp_path / "work", {**TINY, "shuffle": {**TINY["shuffle"], "message_sizes": ["1KiB", "2KiB"]}})
+    boom = launcher(work, f"""if grep -q '"message_size": 2048' "$task"; then
+  exec {PYTHON} -c 'raise RuntimeError("the kernel broke")'
+fi
+exec {MPIEXEC} "$@" """)
+    proc = run(work, "--set-resources", boom)
+    console = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "Traceback" not in console and "the kernel broke" not in console, console[-4000:]
+    log = work / "results" / "logs" / "shuffle" / "pattern~uni" / "nodes~1" / "ranks~2" / "message_size~2048" / \
+        "window~2.log"
+    failed = [line for line in console.splitlines() if " FAILED: " in line]
+    assert failed == ["movebench: shuffle pattern~uni/nodes~1/ranks~2/message_size~2048/window~2 FAILED: kernel "
+                      f"exited with status 1; its log: {log.relative_to(work)}"], console[-4000:]
+    text = log.read_text()
+    assert "Traceback" in text and "RuntimeError: the kernel broke" in text and failed[0] in text
+    assert len(records(work)) == 1
+
+
 # --- two campaigns on one machine ---
 
 

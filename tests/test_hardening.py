@@ -328,10 +328,12 @@ def test_a_full_results_disk_is_one_line_and_a_rerun_after_freeing_it_completes(
     assert_whole(small_fs / "r")
 
 
-def test_a_full_posix_target_names_the_folder_and_a_rerun_completes(tmp_path, small_fs):
+@pytest.mark.parametrize("backend, pattern", [("posix", "mfmw"), ("mpiio", "sfmw"), ("mpiio", "mfmw")])
+def test_a_full_posix_target_names_the_folder_and_a_rerun_completes(tmp_path, small_fs, backend, pattern):
+    """MPI-IO too: ROMIO reports the full disk as a bare "Other I/O error", every rank at once."""
     target = small_fs / "target"
     work = write(tmp_path / "work", {"campaign": TINY["campaign"], "io": {
-        "patterns": ["mfmw"], "backends": ["posix"], "size_per_proc": ["1MiB", "2MiB"], "ranks": [2],
+        "patterns": [pattern], "backends": [backend], "size_per_proc": ["1MiB", "2MiB"], "ranks": [2],
         "posix": {"path": str(target)}}})
     setting = launcher(work, fill_when('"size_per_proc": 2097152', small_fs)).replace("shuffle_point", "io_point")
     proc = run(work, "--set-resources", setting)
@@ -340,6 +342,11 @@ def test_a_full_posix_target_names_the_folder_and_a_rerun_completes(tmp_path, sm
     failures = [json.loads(p.read_text()) for p in (work / "results" / "failed").rglob("*.json")]
     assert failures and all("no space left on a device: " in f["error"] and f"{target} has 0 bytes free" in f["error"]
                             for f in failures), failures
+    for log in (work / "results" / "logs" / "io").rglob("size_per_proc~2097152.log"):
+        said = [line for line in log.read_text().splitlines() if "movebench.io:" in line]
+        # each rank's line whole, on a line of its own
+        assert said and all(line.startswith("movebench.io: rank ") and line.count("movebench.io:") == 1
+                            for line in said), said
     assert_whole(work / "results")
     (small_fs / "ballast").unlink()
     proc = run(work)

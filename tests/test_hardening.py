@@ -189,6 +189,27 @@ exit $rc""")
     assert planned_points(work) == 3 - len(records(work))
 
 
+def blob_campaign(work: Path) -> Path:
+    return write(work, {"campaign": {**SLOW["campaign"], "name": "blob"},
+                        "io": {"patterns": ["sfmw", "mfmw"], "backends": ["blob"], "size_per_proc": ["4MiB", "8MiB"],
+                               "block_size": "1MiB", "blob": {"emulator": "azurite"}}})
+
+
+def interrupt_inside_a_point(cmd, work: Path, env=None) -> tuple[str, int]:
+    """Ctrl-C once a point's kernel runs (its log has the command launch started): not in the middle of snakemake's
+    start-up, where a loaded machine put it after a fixed sleep. Returns the console and Azurite's port."""
+    proc = start(cmd, work, env=env)
+    wait_for(lambda: "Azurite up" in (work / "console.txt").read_text(), timeout=300)
+    logs = work / "results" / "logs" / "io"
+    wait_for(lambda: any("movebench: " in log.read_text() for log in logs.rglob("*.log")) if logs.exists() else False,
+             timeout=300, every=0.1)
+    time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGINT)
+    console = finish(proc, work)
+    assert proc.returncode != 0
+    return console, int(re.search(r"Azurite up on 127\.0\.0\.1:(\d+)", console).group(1))
+
+
 @pytest.mark.azurite
 def test_ctrl_c_stops_the_azurite_the_workflow_started(tmp_path, monkeypatch):
     if azurite_service.node_missing():
@@ -196,19 +217,59 @@ def test_ctrl_c_stops_the_azurite_the_workflow_started(tmp_path, monkeypatch):
     from movebench.families import io as io_family
 
     monkeypatch.delenv(io_family.AZURITE_ENV, raising=False)
-    work = write(tmp_path / "work", {"campaign": {**SLOW["campaign"], "name": "blob"},
-                                     "io": {"patterns": ["sfmw", "mfmw"], "backends": ["blob"],
-                                            "size_per_proc": ["4MiB", "8MiB"], "block_size": "1MiB",
-                                            "blob": {"emulator": "azurite"}}})
-    proc = start(snakemake_cmd(work), work)
-    wait_for(lambda: "Azurite up" in (work / "console.txt").read_text(), timeout=300)
-    time.sleep(2)
-    os.killpg(proc.pid, signal.SIGINT)
-    console = finish(proc, work)
-    port = int(re.search(r"Azurite up on 127\.0\.0\.1:(\d+)", console).group(1))
+    work = blob_campaign(tmp_path / "work")
+    console, port = interrupt_inside_a_point(snakemake_cmd(work), work)
     assert not azurite_service.answers(port)
-    assert no_locks(work) and "Traceback" not in console
+    assert no_locks(work) and "Traceback" not in console, console[-4000:]
     assert len([line for line in console.splitlines() if line.startswith("movebench: interrupted")]) == 1
+
+
+@pytest.mark.azurite
+def test_ctrl_c_of_the_azurite_wrapper_is_one_line_and_stops_the_workflow_and_azurite(tmp_path, monkeypatch):
+    """`python -m movebench.services.azurite run -- snakemake ...`: the terminal's SIGINT reaches snakemake and the
+    wrapper alike; the wrapper waits for snakemake instead of sending it a second one."""
+    if azurite_service.node_missing():
+        pytest.skip(azurite_service.node_missing())
+    from movebench.families import io as io_family
+
+    monkeypatch.delenv(io_family.AZURITE_ENV, raising=False)
+    work = blob_campaign(tmp_path / "work")
+    wrapper = [PYTHON, "-m", "movebench.services.azurite", "run", "--", *snakemake_cmd(work)]
+    console, port = interrupt_inside_a_point(wrapper, work)
+    assert "Traceback" not in console and "KeyboardInterrupt" not in console, console[-4000:]
+    assert len([line for line in console.splitlines() if line.startswith("movebench: interrupted")]) == 1, console
+    assert "movebench: Azurite stopped" in console and not azurite_service.answers(port)
+    assert no_locks(work)
+    failed = list((work / "results" / "failed").rglob("*.json"))
+    assert failed and all("interrupted (SIGINT)" in json.loads(p.read_text())["error"] for p in failed)
+
+
+def test_ctrl_c_while_launch_starts_is_the_failure_record_not_a_traceback(tmp_path):
+    """On a loaded machine Ctrl-C lands while launch still imports (the Azurite test caught it so): from launch's
+    first line on the signal is noted, and the point fails as interrupted without starting its kernel."""
+    sleeper = tmp_path / "sleeper.sh"
+    sleeper.write_text("#!/bin/sh\nexec sleep 30\n")
+    sleeper.chmod(0o755)
+    recorded = 0
+    for delay in (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.6):
+        folder = tmp_path / f"after-{delay}"
+        folder.mkdir()
+        proc = launch_point(folder, str(sleeper))
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        output = proc.communicate(timeout=60)[0]
+        if proc.returncode == -signal.SIGINT:
+            continue  # before Python set up its own handler: the default action, silent
+        if "Traceback" in output and "launch.py" not in output:
+            # runpy still compiling launch.py (PYTHONDONTWRITEBYTECODE), before its first line: no handler of
+            # launch's can cover that, and no import of launch's is in it
+            assert "<frozen runpy>" in output and "movebench" not in output, (delay, output)
+            continue
+        assert "Traceback" not in output and "KeyboardInterrupt" not in output, (delay, output)
+        assert proc.returncode == 1, (delay, output)
+        assert json.loads((folder / "failed.json").read_text())["error"] == "interrupted (SIGINT)"
+        recorded += 1
+    assert recorded >= 4
 
 
 # --- MPICH's shared memory after a killed rank or a timeout ---

@@ -14,7 +14,17 @@ killed job are removed by the job's own names (`ShmWatch`), and a full disk ends
 line naming the folder and its free space.
 """
 
-from __future__ import annotations
+# ruff: noqa: E402 - the signal handlers below come before the imports, on purpose
+# (No `from __future__ import annotations`: it is an import too, run before anything else could be.)
+import _signal  # the C module: `signal` builds its enums first, tens of milliseconds that Ctrl-C can land in
+
+#: Ctrl-C and SIGTERM that came while launch was still importing (a second or more on a loaded machine): noted from
+#: the first line on, else Python's KeyboardInterrupt traceback of an import was the point's story on the console.
+#: Only as a program: a module that imports launch keeps its own handlers.
+EARLY_SIGNALS: list[int] = []
+if __name__ == "__main__":
+    for _sig in (_signal.SIGINT, _signal.SIGTERM):
+        _signal.signal(_sig, lambda signum, frame: EARLY_SIGNALS.append(signum))
 
 import argparse
 import collections
@@ -37,8 +47,8 @@ from pathlib import Path
 
 from movebench import families, launchers, machine
 from movebench.core import envinfo, records, stats
-from movebench.core.tables import counted
 from movebench.core.records import free_space
+from movebench.core.tables import counted
 from movebench.core.task import Task, launch_path
 from movebench.core.transport import TransportLog
 from movebench.launchers.mpi import ShmWatch
@@ -169,7 +179,7 @@ class _Signals:
     """SIGINT and SIGTERM noted, not raised: launch decides what a stop means at each step."""
 
     def __init__(self):
-        self.name = None
+        self.name = signal.Signals(EARLY_SIGNALS[0]).name if EARLY_SIGNALS else None
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, self._note)
 
@@ -448,9 +458,13 @@ def _run_launch(members: list[Member], name: str | None, args, signals: _Signals
             # Under Snakemake's slurm executor the job step hid the allocation's nodes: dragon and Hydra need them.
             env.update(cluster.allocation_env(env))
         try:
+            if signals.name:
+                raise InterruptedError  # before the kernel started: no kernel to start, and none to stop
             run = _Run(argv, env)
             # MPICH's segments; Dragon's are the Dragon launcher's to clean (kv's launcher is not MPI).
             watch = ShmWatch(run.proc.pid) if runtime.is_mpi else None
+        except InterruptedError:
+            run, reason = None, f"interrupted ({signals.name})"
         except OSError as exc:
             run, reason = None, f"could not start {argv[0]!r}: {exc.strerror or exc}"
         if run is not None:

@@ -1,9 +1,11 @@
 """Snakemake script: one family's records -> its tables."""
 
+from pathlib import Path
+
 from movebench import aggregate
 from movebench.snakelog import logged
 
-with logged(snakemake.log[0]):  # noqa: F821 - provided by Snakemake
+with logged(snakemake.log[0], Path(snakemake.output.records).parent):  # noqa: F821 - provided by Snakemake
     aggregate.write_tables(
         snakemake.params.family,  # noqa: F821
         snakemake.input.records,  # noqa: F821

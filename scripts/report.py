@@ -1,7 +1,9 @@
 """Snakemake script: tables -> results/report.html."""
 
+from pathlib import Path
+
 from movebench import report
 from movebench.snakelog import logged
 
-with logged(snakemake.log[0]):  # noqa: F821 - provided by Snakemake
+with logged(snakemake.log[0], Path(snakemake.output[0]).parent):  # noqa: F821 - provided by Snakemake
     report.render(snakemake.params.config, snakemake.params.families, snakemake.output[0])  # noqa: F821

@@ -189,6 +189,27 @@ exit $rc""")
     assert planned_points(work) == 3 - len(records(work))
 
 
+def blob_campaign(work: Path) -> Path:
+    return write(work, {"campaign": {**SLOW["campaign"], "name": "blob"},
+                        "io": {"patterns": ["sfmw", "mfmw"], "backends": ["blob"], "size_per_proc": ["4MiB", "8MiB"],
+                               "block_size": "1MiB", "blob": {"emulator": "azurite"}}})
+
+
+def interrupt_inside_a_point(cmd, work: Path, env=None) -> tuple[str, int]:
+    """Ctrl-C once a point's kernel runs (its log has the command launch started): not in the middle of snakemake's
+    start-up, where a loaded machine put it after a fixed sleep. Returns the console and Azurite's port."""
+    proc = start(cmd, work, env=env)
+    wait_for(lambda: "Azurite up" in (work / "console.txt").read_text(), timeout=300)
+    logs = work / "results" / "logs" / "io"
+    wait_for(lambda: any("movebench: " in log.read_text() for log in logs.rglob("*.log")) if logs.exists() else False,
+             timeout=300, every=0.1)
+    time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGINT)
+    console = finish(proc, work)
+    assert proc.returncode != 0
+    return console, int(re.search(r"Azurite up on 127\.0\.0\.1:(\d+)", console).group(1))
+
+
 @pytest.mark.azurite
 def test_ctrl_c_stops_the_azurite_the_workflow_started(tmp_path, monkeypatch):
     if azurite_service.node_missing():
@@ -196,19 +217,59 @@ def test_ctrl_c_stops_the_azurite_the_workflow_started(tmp_path, monkeypatch):
     from movebench.families import io as io_family
 
     monkeypatch.delenv(io_family.AZURITE_ENV, raising=False)
-    work = write(tmp_path / "work", {"campaign": {**SLOW["campaign"], "name": "blob"},
-                                     "io": {"patterns": ["sfmw", "mfmw"], "backends": ["blob"],
-                                            "size_per_proc": ["4MiB", "8MiB"], "block_size": "1MiB",
-                                            "blob": {"emulator": "azurite"}}})
-    proc = start(snakemake_cmd(work), work)
-    wait_for(lambda: "Azurite up" in (work / "console.txt").read_text(), timeout=300)
-    time.sleep(2)
-    os.killpg(proc.pid, signal.SIGINT)
-    console = finish(proc, work)
-    port = int(re.search(r"Azurite up on 127\.0\.0\.1:(\d+)", console).group(1))
+    work = blob_campaign(tmp_path / "work")
+    console, port = interrupt_inside_a_point(snakemake_cmd(work), work)
     assert not azurite_service.answers(port)
-    assert no_locks(work) and "Traceback" not in console
+    assert no_locks(work) and "Traceback" not in console, console[-4000:]
     assert len([line for line in console.splitlines() if line.startswith("movebench: interrupted")]) == 1
+
+
+@pytest.mark.azurite
+def test_ctrl_c_of_the_azurite_wrapper_is_one_line_and_stops_the_workflow_and_azurite(tmp_path, monkeypatch):
+    """`python -m movebench.services.azurite run -- snakemake ...`: the terminal's SIGINT reaches snakemake and the
+    wrapper alike; the wrapper waits for snakemake instead of sending it a second one."""
+    if azurite_service.node_missing():
+        pytest.skip(azurite_service.node_missing())
+    from movebench.families import io as io_family
+
+    monkeypatch.delenv(io_family.AZURITE_ENV, raising=False)
+    work = blob_campaign(tmp_path / "work")
+    wrapper = [PYTHON, "-m", "movebench.services.azurite", "run", "--", *snakemake_cmd(work)]
+    console, port = interrupt_inside_a_point(wrapper, work)
+    assert "Traceback" not in console and "KeyboardInterrupt" not in console, console[-4000:]
+    assert len([line for line in console.splitlines() if line.startswith("movebench: interrupted")]) == 1, console
+    assert "movebench: Azurite stopped" in console and not azurite_service.answers(port)
+    assert no_locks(work)
+    failed = list((work / "results" / "failed").rglob("*.json"))
+    assert failed and all("interrupted (SIGINT)" in json.loads(p.read_text())["error"] for p in failed)
+
+
+def test_ctrl_c_while_launch_starts_is_the_failure_record_not_a_traceback(tmp_path):
+    """On a loaded machine Ctrl-C lands while launch still imports (the Azurite test caught it so): from launch's
+    first line on the signal is noted, and the point fails as interrupted without starting its kernel."""
+    sleeper = tmp_path / "sleeper.sh"
+    sleeper.write_text("#!/bin/sh\nexec sleep 30\n")
+    sleeper.chmod(0o755)
+    recorded = 0
+    for delay in (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.6):
+        folder = tmp_path / f"after-{delay}"
+        folder.mkdir()
+        proc = launch_point(folder, str(sleeper))
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        output = proc.communicate(timeout=60)[0]
+        if proc.returncode == -signal.SIGINT:
+            continue  # before Python set up its own handler: the default action, silent
+        if "Traceback" in output and "launch.py" not in output:
+            # runpy still compiling launch.py (PYTHONDONTWRITEBYTECODE), before its first line: no handler of
+            # launch's can cover that, and no import of launch's is in it
+            assert "<frozen runpy>" in output and "movebench" not in output, (delay, output)
+            continue
+        assert "Traceback" not in output and "KeyboardInterrupt" not in output, (delay, output)
+        assert proc.returncode == 1, (delay, output)
+        assert json.loads((folder / "failed.json").read_text())["error"] == "interrupted (SIGINT)"
+        recorded += 1
+    assert recorded >= 4
 
 
 # --- MPICH's shared memory after a killed rank or a timeout ---
@@ -328,10 +389,12 @@ def test_a_full_results_disk_is_one_line_and_a_rerun_after_freeing_it_completes(
     assert_whole(small_fs / "r")
 
 
-def test_a_full_posix_target_names_the_folder_and_a_rerun_completes(tmp_path, small_fs):
+@pytest.mark.parametrize("backend, pattern", [("posix", "mfmw"), ("mpiio", "sfmw"), ("mpiio", "mfmw")])
+def test_a_full_posix_target_names_the_folder_and_a_rerun_completes(tmp_path, small_fs, backend, pattern):
+    """MPI-IO too: ROMIO reports the full disk as a bare "Other I/O error", every rank at once."""
     target = small_fs / "target"
     work = write(tmp_path / "work", {"campaign": TINY["campaign"], "io": {
-        "patterns": ["mfmw"], "backends": ["posix"], "size_per_proc": ["1MiB", "2MiB"], "ranks": [2],
+        "patterns": [pattern], "backends": [backend], "size_per_proc": ["1MiB", "2MiB"], "ranks": [2],
         "posix": {"path": str(target)}}})
     setting = launcher(work, fill_when('"size_per_proc": 2097152', small_fs)).replace("shuffle_point", "io_point")
     proc = run(work, "--set-resources", setting)
@@ -340,11 +403,85 @@ def test_a_full_posix_target_names_the_folder_and_a_rerun_completes(tmp_path, sm
     failures = [json.loads(p.read_text()) for p in (work / "results" / "failed").rglob("*.json")]
     assert failures and all("no space left on a device: " in f["error"] and f"{target} has 0 bytes free" in f["error"]
                             for f in failures), failures
+    for log in (work / "results" / "logs" / "io").rglob("size_per_proc~2097152.log"):
+        said = [line for line in log.read_text().splitlines() if "movebench.io:" in line]
+        # each rank's line whole, on a line of its own
+        assert said and all(line.startswith("movebench.io: rank ") and line.count("movebench.io:") == 1
+                            for line in said), said
     assert_whole(work / "results")
     (small_fs / "ballast").unlink()
     proc = run(work)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (proc.stdout + proc.stderr).count("localrule io_point:") == len(failures)
+
+
+def fill_after_first_point(results: Path, disk: Path) -> str:
+    """Launcher body: launch as usual; once launch has renamed a point's records into place, fill `disk` to its
+    last page, in the background: the jobs after it start on a full disk."""
+    fill = (f"(until find {results}/raw -name '*.jsonl' ! -name '.*' | grep -q .; do sleep 0.02; done; "
+            f"dd if=/dev/zero of={disk}/ballast bs=64k; dd if=/dev/zero of={disk}/crumbs bs=4k) >/dev/null 2>&1 &")
+    return f"{MPIEXEC} \"$@\"; rc=$?\n[ -e {disk}/filling ] || {{ touch {disk}/filling; {fill} }}\nexit $rc"
+
+
+def test_a_results_disk_full_before_a_point_still_tells_the_point_on_the_console(tmp_path, small_fs):
+    """The points after the first start on a full disk: each one's log is an empty file, so the one line a failed
+    point leaves must reach the console by itself."""
+    results = small_fs / "r"
+    work = write(tmp_path / "work", {**TINY, "campaign": {**TINY["campaign"], "results_dir": str(results)}})
+    proc = run(work, "--set-resources", launcher(work, fill_after_first_point(results, small_fs)))
+    console = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "Traceback" not in console, console[-4000:]
+    failed = [line for line in console.splitlines() if " FAILED: " in line]
+    assert len(failed) == 2, console[-4000:]
+    empty = {log for log in (results / "logs" / "shuffle").rglob("*.log") if log.stat().st_size == 0}
+    assert len(empty) == 2, console[-4000:]
+    for line in failed:
+        assert re.match(r"movebench: shuffle pattern~uni/\S+ FAILED: no space left for .* \(No space left on device; "
+                        r"its filesystem has 0 bytes free\): free space there and run the same command again; its "
+                        r"log: \S+\.log$", line), line
+        assert Path(line.split("its log: ")[1]) in empty
+    assert len(records(work, str(results))) == 1
+    assert_whole(results)
+
+
+def test_aggregation_on_a_full_disk_ends_in_one_line_naming_the_tables_folder(tmp_path, small_fs):
+    """The point finishes; the disk fills before its tables are written."""
+    results = small_fs / "r"
+    work = write(tmp_path / "work", {**TINY, "campaign": {**TINY["campaign"], "results_dir": str(results)},
+                                     "shuffle": {**TINY["shuffle"], "message_sizes": ["1KiB"]}})
+    proc = run(work, "--set-resources", launcher(work, fill_after_first_point(results, small_fs)))
+    console = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "Traceback" not in console and "Errno 28" not in console, console[-4000:]
+    ours = [line for line in console.splitlines() if line.startswith("movebench: no space left in")]
+    assert ours == [f"movebench: no space left in {results / 'tables'} (No space left on device; its filesystem has "
+                    "0 bytes free): free space there and run the same command again"], console[-4000:]
+    assert len(records(work, str(results))) == 1
+    assert_whole(results)
+    for name in ("ballast", "crumbs"):
+        (small_fs / name).unlink()
+    proc = run(work)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (results / "report.html").exists()
+
+
+def test_a_failed_point_is_one_line_on_the_console_and_its_traceback_stays_in_its_log(tmp_path):
+    work = write(tmp_path / "work", {**TINY, "shuffle": {**TINY["shuffle"], "message_sizes": ["1KiB", "2KiB"]}})
+    boom = launcher(work, f"""if grep -q '"message_size": 2048' "$task"; then
+  exec {PYTHON} -c 'raise RuntimeError("the kernel broke")'
+fi
+exec {MPIEXEC} "$@" """)
+    proc = run(work, "--set-resources", boom)
+    console = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "Traceback" not in console and "the kernel broke" not in console, console[-4000:]
+    log = work / "results" / "logs" / "shuffle" / "pattern~uni" / "nodes~1" / "ranks~2" / "message_size~2048" / \
+        "window~2.log"
+    failed = [line for line in console.splitlines() if " FAILED: " in line]
+    assert failed == ["movebench: shuffle pattern~uni/nodes~1/ranks~2/message_size~2048/window~2 FAILED: kernel "
+                      f"exited with status 1; its log: {log.relative_to(work)}"], console[-4000:]
+    text = log.read_text()
+    assert "Traceback" in text and "RuntimeError: the kernel broke" in text and failed[0] in text
+    assert len(records(work)) == 1
 
 
 # --- two campaigns on one machine ---

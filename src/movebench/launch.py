@@ -14,7 +14,17 @@ killed job are removed by the job's own names (`ShmWatch`), and a full disk ends
 line naming the folder and its free space.
 """
 
-from __future__ import annotations
+# ruff: noqa: E402 - the signal handlers below come before the imports, on purpose
+# (No `from __future__ import annotations`: it is an import too, run before anything else could be.)
+import _signal  # the C module: `signal` builds its enums first, tens of milliseconds that Ctrl-C can land in
+
+#: Ctrl-C and SIGTERM that came while launch was still importing (a second or more on a loaded machine): noted from
+#: the first line on, else Python's KeyboardInterrupt traceback of an import was the point's story on the console.
+#: Only as a program: a module that imports launch keeps its own handlers.
+EARLY_SIGNALS: list[int] = []
+if __name__ == "__main__":
+    for _sig in (_signal.SIGINT, _signal.SIGTERM):
+        _signal.signal(_sig, lambda signum, frame: EARLY_SIGNALS.append(signum))
 
 import argparse
 import collections
@@ -37,6 +47,7 @@ from pathlib import Path
 
 from movebench import families, launchers, machine
 from movebench.core import envinfo, records, stats
+from movebench.core.records import free_space
 from movebench.core.tables import counted
 from movebench.core.task import Task, launch_path
 from movebench.core.transport import TransportLog
@@ -129,21 +140,6 @@ class _Run:
         stop_group(self.proc, GRACE_S)
 
 
-def free_space(folder) -> str:
-    """The free bytes of `folder`'s filesystem (or its nearest existing ancestor), for a message."""
-    probe = Path(folder).absolute()
-    while not probe.exists() and probe.parent != probe:
-        probe = probe.parent
-    try:
-        free = shutil.disk_usage(probe).free
-    except OSError:
-        return "unknown"
-    for unit, factor in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 1024)):
-        if free >= factor:
-            return f"{free / factor:.1f} {unit}"
-    return f"{free} bytes"
-
-
 def _signal_of(rc: int) -> str:
     """' (SIGTERM)' for a status that says a signal ended the kernel: negative from Python's own child, 128 + n
     as srun and shells report it."""
@@ -183,7 +179,7 @@ class _Signals:
     """SIGINT and SIGTERM noted, not raised: launch decides what a stop means at each step."""
 
     def __init__(self):
-        self.name = None
+        self.name = signal.Signals(EARLY_SIGNALS[0]).name if EARLY_SIGNALS else None
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, self._note)
 
@@ -210,9 +206,36 @@ def _wait(run: _Run, timeout: float, signals: _Signals, before_stop) -> tuple[in
             return run.proc.returncode, f"timed out after {timeout:g} s (campaign.timeout)"
 
 
+#: the point's log when launch writes it itself (--log); its stdout is then that log and its stderr the console
+_LOG: str | None = None
+
+
 def _say(line: str, stream=None) -> None:
-    with contextlib.suppress(OSError):
-        print(line, file=stream or sys.stdout, flush=True)
+    """A line for the log; one for stderr goes to the console as well, where a failed point's one line belongs
+    (Snakemake shows a job's stderr), so that a full disk under the log cannot swallow it."""
+    for out in (sys.stdout, stream) if stream is sys.stderr and _LOG else (stream or sys.stdout,):
+        with contextlib.suppress(OSError):
+            print(line, file=out, flush=True)
+
+
+def _failed(line: str) -> None:
+    _say(line + (f"; its log: {_LOG}" if _LOG else ""), sys.stderr)
+
+
+def _open_log(path: str) -> None:
+    """Launch's stdout (its own lines and the kernel's output) to the point's log; stderr stays the console's."""
+    global _LOG
+    _LOG = path
+    sys.stdout.flush()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    except OSError as exc:
+        # The kernel's output must not flood the console in its place: it is lost, the failure record is not.
+        fd = os.open(os.devnull, os.O_WRONLY)
+        _say(f"movebench: cannot write the log {path} ({exc.strerror}); only this console's lines tell the point's "
+             "story", sys.stderr)
+    os.dup2(fd, sys.stdout.fileno())
+    os.close(fd)
 
 
 def _int_or_none(text):
@@ -315,7 +338,7 @@ def run_point(args) -> int:
     except DiskFull as exc:
         task = members[0].task
         what = f"launch group {name}" if name else families.point_path(task.point)
-        _say(f"movebench: {task.family} {what} FAILED: {exc}", sys.stderr)
+        _failed(f"movebench: {task.family} {what} FAILED: {exc}")
         return 1
 
 
@@ -433,9 +456,13 @@ def _run_launch(members: list[Member], name: str | None, args, signals: _Signals
             # Under Snakemake's slurm executor the job step hid the allocation's nodes: dragon and Hydra need them.
             env.update(cluster.allocation_env(env))
         try:
+            if signals.name:
+                raise InterruptedError  # before the kernel started: no kernel to start, and none to stop
             run = _Run(argv, env)
             # MPICH's segments; Dragon's are the Dragon launcher's to clean (kv's launcher is not MPI).
             watch = ShmWatch(run.proc.pid) if runtime.is_mpi else None
+        except InterruptedError:
+            run, reason = None, f"interrupted ({signals.name})"
         except OSError as exc:
             run, reason = None, f"could not start {argv[0]!r}: {exc.strerror or exc}"
         if run is not None:
@@ -486,7 +513,7 @@ def _run_launch(members: list[Member], name: str | None, args, signals: _Signals
                     **task.point, "ok": False, "error": why, "returncode": rc, "start": started, "end": ended,
                     "command": shlex.join(argv), "log_tail": list(run.tail) if run else [],
                     "config_hash": args.config_hash, "records": recs, **common})
-            _say(f"movebench: {family} {member.where} FAILED: {why}", sys.stderr)
+            _failed(f"movebench: {family} {member.where} FAILED: {why}")
         if failures:
             if name and done:
                 _say(f"movebench: {family} launch group {name}: {len(done)} of {len(members)} points finished and "
@@ -561,6 +588,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--records", nargs="+", help="with --group: each point's records (.jsonl), in the group's order")
     p.add_argument("--metas", nargs="+", help="with --group: each point's meta (.meta.json), in the group's order")
     p.add_argument("--kept", help="with --group: where finished points wait out a failed launch of their group")
+    p.add_argument("--log", help="the point's log: launch's and the kernel's output go there, and a failure's one "
+                                 "line (naming this log) to stderr too")
     p.add_argument("--config-hash", default=os.environ.get("MOVEBENCH_CONFIG_HASH"),
                    help="hash of the campaign config, for the meta (default: $MOVEBENCH_CONFIG_HASH)")
     p.add_argument("--campaign", default=os.environ.get("MOVEBENCH_CAMPAIGN"),
@@ -576,6 +605,8 @@ def main(argv=None) -> int:
     if args.group is not None and not (args.records and args.metas and
                                        len(args.records) == len(args.metas) == len(args.group[0])):
         p.error("--group needs --records and --metas, one of each per point of the group")
+    if args.log:
+        _open_log(args.log)
     return run_point(args)
 
 

@@ -114,18 +114,20 @@ def group_resources(group):
     }
 
 
-# The command every point rule runs; quoted, so that a results_dir with spaces stays one word.
+# The command every point rule runs; quoted, so that a results_dir with spaces stays one word. launch
+# writes the log itself and keeps stderr for a failure's one line, which the console shows even when
+# the log's disk is full (docs/hardening.md).
 LAUNCH = (
     "python -m movebench.launch --task {params.task:q} --launcher {params.launcher:q}"
     " --timeout {params.timeout} --out {output.records:q} --meta {output.meta:q}"
-    " --failed {params.failed:q} > {log:q} 2>&1"
+    " --failed {params.failed:q} --log {log:q}"
 )
 
 # A launch group's job: its members' tasks; each member's records, meta and failure record at its own path.
 GROUP_LAUNCH = (
     "python -m movebench.launch --group {params.tasks:q} --launcher {params.launcher:q}"
     " --timeout {params.timeout} --records {output.records:q} --metas {output.meta:q}"
-    " --failed {params.failed:q} --kept {params.kept:q} > {log:q} 2>&1"
+    " --failed {params.failed:q} --kept {params.kept:q} --log {log:q}"
 )
 
 GROUP_RULES = {

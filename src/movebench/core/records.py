@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -68,3 +69,25 @@ def write_json(path, obj) -> None:
 def read_jsonl(path) -> list[dict]:
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+def free_bytes(folder) -> int | None:
+    """The free bytes of `folder`'s filesystem (or its nearest existing ancestor); None when it cannot be asked."""
+    probe = Path(folder).absolute()
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    try:
+        return shutil.disk_usage(probe).free
+    except OSError:
+        return None
+
+
+def free_space(folder) -> str:
+    """The free bytes of `folder`'s filesystem (or its nearest existing ancestor), for a message."""
+    free = free_bytes(folder)
+    if free is None:
+        return "unknown"
+    for unit, factor in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 1024)):
+        if free >= factor:
+            return f"{free / factor:.1f} {unit}"
+    return f"{free} bytes"

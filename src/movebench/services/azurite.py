@@ -310,19 +310,34 @@ def _run(args) -> int:
     except AzuriteError as exc:
         print(f"movebench: could not start Azurite: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        service.stop()
+        print("movebench: interrupted while Azurite started; it is stopped", file=sys.stderr, flush=True)
+        return 130
     print(
         f"movebench: Azurite up on 127.0.0.1:{service.port} (pid {service.pid}); {ENV_VAR} set for the run",
         file=sys.stderr,
         flush=True,
     )
     env[ENV_VAR] = service.connection_string
-    child = subprocess.Popen(command, env=env)
+    child = None
+
+    def forward(signum, frame):
+        if child is not None and child.poll() is None:
+            child.send_signal(signum)
+
+    # Ctrl-C reaches the whole foreground process group, the command included: passing it on as well gave
+    # snakemake a second SIGINT in the middle of its shutdown (four chained tracebacks instead of its one line).
+    # SIGTERM and SIGHUP, sent to this process alone, are passed on (as `python -m movebench run` does).
+    handlers = {signal.SIGINT: signal.SIG_IGN, signal.SIGTERM: forward, signal.SIGHUP: forward}
+    previous = {sig: signal.signal(sig, handler) for sig, handler in handlers.items()}
     try:
-        return child.wait()
-    except KeyboardInterrupt:
-        child.send_signal(signal.SIGINT)
+        # An ignored signal stays ignored across exec: the command gets Ctrl-C back.
+        child = subprocess.Popen(command, env=env, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         return child.wait()
     finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         service.stop()
         print(f"movebench: Azurite stopped (pid {service.pid})", file=sys.stderr, flush=True)
 

@@ -51,6 +51,7 @@ and deletes its own space at the end (or, on failure, tries to).
 
 from __future__ import annotations
 
+import os
 import secrets
 import sys
 import time
@@ -235,23 +236,35 @@ def measure_task(comm, task, group_meta=None):
         if comm.rank == 0 and settings["cleanup"]:
             backend.teardown()
     except Exception as exc:  # a failed point must say why in one line, then stop every rank
-        print(
-            f"movebench.io: rank {comm.rank}: {pattern} on {backend_name} failed: {describe_error(exc)}",
-            file=sys.stderr,
-            flush=True,
-        )
+        why = _mpi_error(exc) or describe_error(exc)
+        # Asked before the teardown below frees what the point wrote.
+        cause = backend.cause(exc, task.point["size_per_proc"]) if backend is not None else None
+        _line(f"movebench.io: rank {comm.rank}: {pattern} on {backend_name} failed: {why}"
+              + (f" ({cause})" if cause else ""))
         if backend is not None and comm.rank == 0 and settings["cleanup"]:
             try:
                 backend.teardown()
             except Exception as again:  # the rerun removes what is left (remove_leftovers)
-                print(
-                    f"movebench.io: could not remove the run space: {describe_error(again)}",
-                    file=sys.stderr,
-                    flush=True,
-                )
+                _line(f"movebench.io: could not remove the run space: {describe_error(again)}")
         # Abort tears the job down at once: give mpiexec a moment to forward the line above to the log.
         time.sleep(1.0)
         comm.Abort(1)
+
+
+def _mpi_error(exc) -> str | None:
+    """An MPI error by its class: its text is the class's, then "error stack:" and a stack MPICH leaves empty."""
+    from mpi4py import MPI
+
+    if not isinstance(exc, MPI.Exception):
+        return None
+    error_class = exc.Get_error_class()
+    return f"MPI error class {error_class}: {MPI.Get_error_string(error_class).strip()}"
+
+
+def _line(text: str) -> None:
+    """One line in one write: print() makes two (text, then newline) on an unbuffered stderr, and every rank's
+    stderr meets in mpiexec's, which glued one rank's line to the next."""
+    os.write(sys.stderr.fileno(), (" ".join(text.split("\n")) + "\n").encode(errors="replace"))
 
 
 def main(argv=None):

@@ -71,6 +71,10 @@ class Backend:
         """Facts for the point's meta (never a secret)."""
         return {}
 
+    def cause(self, exc: BaseException, need: int) -> str | None:
+        """What the storage says about a failed call when the error itself does not (None: nothing to add)."""
+        return None
+
     def check_shared(self, comm) -> None:
         """Collective, after setup: raise when a rank cannot reach the run space rank 0 made (file backends)."""
 

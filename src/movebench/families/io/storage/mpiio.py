@@ -14,6 +14,7 @@ is a POSIX file system underneath.
 
 from __future__ import annotations
 
+from movebench.core.records import free_bytes, free_space
 from movebench.families.io.storage.posix import Posix
 
 # MPI counts are C ints: write in pieces below 2 GiB so that any size works with any MPI.
@@ -61,6 +62,20 @@ class MpiIO(Posix):
         for lo in range(0, len(view), _MAX_COUNT):
             fh.Write_at_all(offset + lo, view[lo : lo + _MAX_COUNT])
         self._close(fh)
+
+    def cause(self, exc, need):
+        """A full target named as posix names it: ROMIO turns a write's ENOSPC into the bare "Other I/O error"
+        (MPI_ERR_IO) and drops errno, so the target's filesystem is asked whether this rank's part still fits."""
+        from mpi4py import MPI
+
+        if not isinstance(exc, MPI.Exception):
+            return None
+        error_class = exc.Get_error_class()
+        free = free_bytes(self.root)
+        if error_class in (MPI.ERR_NO_SPACE, MPI.ERR_QUOTA) or (
+                error_class == MPI.ERR_IO and free is not None and free < need):
+            return f"No space left on device: {self.root} has {free_space(self.root)} free"
+        return None
 
     def describe(self):
         return {**super().describe(), "hints": dict(self.settings.get("hints", {}))}

@@ -13,7 +13,7 @@ PLAN_ARGS ?=
 NODES ?= 2
 LINK ?=
 
-.PHONY: help install system-deps run dry-run plan test test-fast bench osu-ref lint format slurm-up slurm-down clean
+.PHONY: help install system-deps campaign-deps run dry-run plan test test-fast bench osu-ref lint format slurm-up slurm-down clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -28,7 +28,7 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed  ## create .venv and install movebench with its dependencies
 
-run: install  ## run the default campaign on this machine (snakemake --profile local); the report lands in results/report.html
+run: install campaign-deps  ## run the default campaign on this machine (snakemake --profile local); the report lands in results/report.html
 	$(PY) -m movebench $(CONFIG_ARG) run --profile $(PROFILE) $(ARGS)
 
 dry-run: install  ## show what a run would do, point by point, without running it
@@ -36,6 +36,9 @@ dry-run: install  ## show what a run would do, point by point, without running i
 
 plan: install  ## Slurm jobs, nodes and node-hours the campaign asks for (PLAN_ARGS="--group-components shuffle=8")
 	$(PY) -m movebench $(CONFIG_ARG) plan $(PLAN_ARGS)
+
+campaign-deps:  ## Debian packages the default campaign uses (fio), installed when missing
+	scripts/system-deps.sh --campaign
 
 system-deps:  ## Debian packages for tests and benchmarks (chromium, fio), installed when missing
 	scripts/system-deps.sh

@@ -210,3 +210,13 @@ def test_report_keeps_data_formats_apart_and_old_records_read_as_bytes(tmp_path)
     ratios = report.speedups(summary[summary["measure"] == "bandwidth_Bps"])
     assert sorted(zip(ratios["data_format"], ratios["batch_put / put"], strict=True)) == [("bytes", 2.0),
                                                                                          ("numpy", 3.0)]
+
+
+def test_the_report_says_beside_kv_figures_which_data_ran_and_what_it_means():
+    from movebench.families.kv.report import data_note
+
+    assert "set these beside gups_ddict's or the DDict study's only after a run with data_format: numpy" in data_note(
+        ["bytes"])
+    assert "may be set beside gups_ddict's" in data_note(["numpy"])
+    assert "bytes and numpy" in data_note(["bytes", "numpy"]) and "only numpy's" in data_note(["bytes", "numpy"])
+    assert data_note([]) is None

@@ -48,13 +48,29 @@ def passes_per_round(table) -> str | None:
     return ", ".join(str(int(n)) for n in sorted(set(passes))) or None
 
 
+def data_note(formats: list[str]) -> str | None:
+    """What the data that ran mean for setting a figure beside gups_ddict's or the DDict study's."""
+    if formats == ["numpy"]:
+        return ("Data: numpy, gups_ddict's own keys and values: these figures may be set beside gups_ddict's and the "
+                "DDict study's.")
+    if formats == ["bytes"]:
+        return ("Data: bytes (movebench's keys and values, one distinct value per key), not gups_ddict's numpy "
+                "arrays: the data alone moved figures by 0.37-1.4x between the two, so set these beside gups_ddict's "
+                "or the DDict study's only after a run with data_format: numpy (docs/kernels.md, section 7).")
+    if formats:
+        return ("Data: " + " and ".join(formats) + " (the line style tells them apart); only numpy's figures may be "
+                "set beside gups_ddict's and the DDict study's.")
+    return None
+
+
 class KvReport(FamilyReport):
     """kv's report hooks (movebench.reportkit.FamilyReport)."""
 
     def context(self, table, summary, campaign):
         sns, plt = plotting()
+        formats = sorted(set(table["data_format"])) if len(table) else []
         ctx = {"figures": [], "ratios": None, "startup": None, "passes": passes_per_round(table),
-               "formats": ", ".join(sorted(set(table["data_format"]))) if len(table) else None}
+               "formats": ", ".join(formats) or None, "data_note": data_note(formats)}
         bw = median_of(summary, "bandwidth_Bps")
         if bw.empty:
             return ctx

@@ -157,3 +157,28 @@ def test_a_failed_member_loses_none_of_its_group_and_the_rerun_measures_only_the
     # the rerun's launch held the two points still missing
     assert len({m["launch_start"] for m in others}) == 1 and len(others[0]["launch_group"]["order"]) == 2
     assert not list((results / ".kept").rglob("*.jsonl"))
+
+
+@pytest.mark.pipeline
+@pytest.mark.dragon
+@pytest.mark.skipif(not Path(sys.executable).with_name("dragon").exists(), reason="dragonhpc is not installed")
+def test_kv_points_run_in_one_dragon_launch_through_snakemake_and_reach_the_report(tmp_path):
+    work = write(tmp_path / "work", {
+        "campaign": {"name": "kv-groups", "results_dir": "results", "launches": 1, "repetitions": 2, "warmups": 1},
+        "kv": {"operations": ["put", "get"], "value_sizes": ["1KiB"], "clients_per_node": [1], "total_mem": "32MiB",
+               "keys_per_client": 20, "iterations": 2}})
+    dry = snakemake(work, "--dry-run")
+    assert "rule kv_group_0:" in dry.stdout and "rule kv_point:" not in dry.stdout
+    snakemake(work)
+    raw = work / "results" / "raw" / "kv"
+    found = sorted(json.loads(p.read_text())["point"]["operation"] for p in raw.rglob("*.meta.json"))
+    assert found == ["get", "put"]
+    by_position = sorted((json.loads(p.read_text()) for p in raw.rglob("*.meta.json")),
+                         key=lambda m: m["launch_group"]["position"])
+    first, second = by_position
+    assert first["launch_start"] == second["launch_start"] and first["launch_group"]["size"] == 2
+    # Dragon started once: the group's first point carries its start-up, the second found it running
+    assert first["dragon_startup_s"] > 0 and second["dragon_startup_s"] == 0.0
+    assert not first["ddict_reused"] and not second["ddict_reused"]  # ddict_per_group is off by default
+    html = (work / "results" / "report.html").read_text()
+    assert "Data: bytes (movebench" in html and "only after a run with data_format: numpy" in html

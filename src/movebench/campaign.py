@@ -301,19 +301,19 @@ class CampaignRun:
         """
         done = []
         for job in list(workflow.dag.needrun_jobs()):
-            family = job.rule.name.removesuffix("_point")
-            if family not in self.tasks or "point_path" not in job.wildcards.keys():
+            found = self.job_launches(job)
+            if found is None:
                 continue
+            family, paths = found
             outputs = [Path(str(f)) for f in job.output]
             if not all(p.exists() and p.stat().st_mtime >= self.started for p in outputs):
                 continue
             try:
                 if workflow.async_run(workflow.persistence.incomplete(job)):
                     workflow.async_run(workflow.persistence.finished(job))
-                    done.append(job.wildcards.point_path)
+                    done += paths
             except Exception as exc:  # bookkeeping only: the next run would rerun the point, nothing worse
-                print(f"movebench: could not record {family} {job.wildcards.point_path} as finished: {exc}",
-                      file=sys.stderr)
+                print(f"movebench: could not record {family} {', '.join(paths)} as finished: {exc}", file=sys.stderr)
         return done
 
     def counts(self) -> tuple[int, int, str]:

@@ -176,22 +176,30 @@ def _writing(path):
 
 
 class _Signals:
-    """SIGINT and SIGTERM noted, not raised: launch decides what a stop means at each step."""
+    """SIGINT and SIGTERM noted, not raised: launch decides what a stop means at each step. The end of the snakemake
+    that started launch counts as a stop too: Snakemake's local executor leaves a running job's shell behind when
+    it is SIGKILLed, and a point nobody will book would run on beside the rerun of the same point."""
 
     def __init__(self):
         self.name = signal.Signals(EARLY_SIGNALS[0]).name if EARLY_SIGNALS else None
+        self.starter = machine.Starter()
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, self._note)
 
     def _note(self, signum, frame):
         self.name = self.name or signal.Signals(signum).name
 
+    def stopped(self) -> str | None:
+        if not self.name and self.starter.gone():
+            self.name = f"the snakemake that started it, pid {self.starter.pid}, ended"
+        return self.name
+
 
 def _wait(run: _Run, timeout: float, signals: _Signals, before_stop) -> tuple[int | None, str | None]:
     """The kernel's exit status, or why it was stopped (timeout or a signal to launch)."""
     deadline = time.monotonic() + timeout
     while True:
-        if signals.name:
+        if signals.stopped():
             if run.proc.poll() is not None:
                 return run.proc.returncode, None  # ended before the signal came: its outcome stands
             run.quiet = True

@@ -118,6 +118,47 @@ def _start_ticks(pid: int) -> int | None:
     return int(text[text.rindex(")") + 2:].split()[19])
 
 
+def _parent(pid: int) -> int | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(text[text.rindex(")") + 2:].split()[1])
+
+
+class Starter:
+    """The snakemake that started this process (its nearest ancestor running snakemake), watched: when it is gone
+    (SIGKILL, OOM) nobody will book this point's outcome, and a rerun would start the same point beside it."""
+
+    LOOK_EVERY_S = 1.0
+
+    def __init__(self, pid: int | None = None, depth: int = 6):
+        self.pid = self.ticks = None
+        self._looked = 0.0
+        pid = os.getppid() if pid is None else pid
+        for _ in range(depth):
+            if pid is None or pid <= 1:
+                return
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                return
+            if any(part.endswith(b"snakemake") or part == b"snakemake" for part in cmdline[:3]):
+                self.pid, self.ticks = pid, _start_ticks(pid)
+                return
+            pid = _parent(pid)
+
+    def gone(self) -> bool:
+        """Whether the snakemake seen at the start has ended (looked at most once a second); False without one."""
+        if self.pid is None:
+            return False
+        now = time.monotonic()
+        if now - self._looked < self.LOOK_EVERY_S:
+            return False
+        self._looked = now
+        return _start_ticks(self.pid) != self.ticks
+
+
 class RunningPoints:
     """This point's entry in the machine-wide folder of running points; see the module's docstring."""
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
+import threading
 from pathlib import Path
 
 import pytest
@@ -88,3 +91,34 @@ def containers(service_connection: str, prefix: str = "") -> list[str]:
 
     client = BlobServiceClient.from_connection_string(service_connection)
     return [c.name for c in client.list_containers(name_starts_with=prefix)]
+
+
+@contextlib.contextmanager
+def silent_endpoint():
+    """A TCP port on 127.0.0.1 that accepts every connection and never answers: a hung or black-holed
+    storage endpoint, which a refused connection (nothing listening) does not stand for. Yields the port."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    held, stop = [], threading.Event()
+
+    def accept():
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:  # closed below
+                return
+            held.append(conn)  # kept open and never read: the client waits for an answer
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        stop.set()
+        with contextlib.suppress(OSError):
+            listener.shutdown(socket.SHUT_RDWR)
+        listener.close()
+        for conn in held:
+            conn.close()
+        thread.join(timeout=5)

@@ -6,6 +6,7 @@ import base64
 import os
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 
 from fileshare_standin import StandIn, signature, string_to_sign
-from io_support import kernel_env
+from io_support import kernel_env, silent_endpoint
 from movebench import config as campaign_config
 from movebench import families, plan
 from movebench.core import records
@@ -380,3 +381,60 @@ def test_an_emulated_blob_never_takes_a_real_account(monkeypatch, tmp_path):
     monkeypatch.setenv(io_family.AZURITE_ENV, "AccountName=acct;AccountKey=c2VjcmV0;EndpointSuffix=core.windows.net")
     message = problems({"posix": {"path": str(tmp_path)}, "backends": ["blob"], "blob": {"emulator": "azurite"}})
     assert "io.blob.emulator = 'azurite': MOVEBENCH_AZURITE_CONNECTION_STRING names a blob endpoint" in message
+
+
+def test_request_timeout_default_and_a_timeout_the_campaign_kills_first_is_refused(monkeypatch, tmp_path):
+    monkeypatch.setenv(CONN_ENV, FAKE_BLOB)
+    section = {"backends": ["blob"], "blob": {"connection_string_env": CONN_ENV}}
+    assert validate(section)["io"]["request_timeout_s"] == 30
+    with pytest.raises(campaign_config.ConfigError) as caught:
+        campaign_config.validate({"campaign": {"timeout": 60}, "io": {**section, "request_timeout_s": 60}})
+    message = caught.value.message()
+    assert "io.request_timeout_s = 60: must be below campaign.timeout = 60 s" in message
+    # Only cloud backends make requests: posix alone keeps whatever request_timeout_s says.
+    campaign_config.validate({"campaign": {"timeout": 60},
+                              "io": {"posix": {"path": str(tmp_path)}, "request_timeout_s": 600}})
+
+
+SAS = "sv=2024-01-01&ss=b&srt=sco&sp=rwdlac&se=2099-01-01&sig=CanarySignature0123456789abcdefAAAA%3D"
+
+
+@pytest.mark.parametrize("backend", ["blob", "fileshare"])
+def test_an_endpoint_that_never_answers_ends_in_one_line_without_the_secret(backend, monkeypatch):
+    service = "blob" if backend == "blob" else "file"
+    with silent_endpoint() as port:
+        endpoint = f"http://127.0.0.1:{port}/devstoreaccount1"
+        secret = azurite_service.DEV_KEY if backend == "blob" else SAS
+        credential = f"AccountKey={secret}" if backend == "blob" else f"SharedAccessSignature={secret}"
+        monkeypatch.setenv(CONN_ENV, f"AccountName=devstoreaccount1;{credential};"
+                                     f"{service.capitalize()}Endpoint={endpoint}")
+        settings = {"connection_string_env": CONN_ENV, "credentials_file": None, "block_size": 1 << 20,
+                    "range_size": 1 << 20, "max_concurrency": 1, "request_timeout_s": 0.5,
+                    "retry": {"total": 2, "initial_backoff_s": 0.05, "increment_base_s": 0.1, "jitter_s": 0}}
+        store = open_backend(backend, settings)
+        started = time.monotonic()
+        with pytest.raises(Exception) as caught:
+            store.remove_leftovers("mbio-")
+        took = time.monotonic() - started
+    # 3 tries of 0.5 s and two short backoffs: the SDK's own timeout ended it, not a test timeout.
+    assert 1.4 < took < 15, took
+    line = store.reason(caught.value)
+    assert line == (f"io {backend}: the endpoint {endpoint} did not answer "
+                    "within 0.5 s (io.request_timeout_s; retried 2 times)")
+    assert secret not in line and "sig=" not in line
+    assert store.retries == 2
+
+
+def test_a_refused_connection_is_not_called_unanswered(monkeypatch):
+    # Nothing listens: the error's own text (connection refused) says it, not "did not answer".
+    with silent_endpoint() as port:
+        pass
+    monkeypatch.setenv(CONN_ENV, azurite_service.connection_string(port))
+    settings = {"connection_string_env": CONN_ENV, "credentials_file": None, "block_size": 1 << 20,
+                "max_concurrency": 1, "request_timeout_s": 0.5,
+                "retry": {"total": 0, "initial_backoff_s": 0, "increment_base_s": 0, "jitter_s": 0}}
+    store = open_backend("blob", settings)
+    with pytest.raises(Exception) as caught:
+        store.remove_leftovers("mbio-")
+    assert store.reason(caught.value) is None
+    assert "ServiceRequestError" in azure.describe_error(caught.value)

@@ -17,6 +17,7 @@ from io_support import (  # noqa: F401 - fixtures
     io_task,
     kernel_env,
     run_io,
+    silent_endpoint,
     standin_fixture,
 )
 from movebench.services import azurite as azurite_service
@@ -163,3 +164,27 @@ def test_a_point_whose_service_dies_fails_clearly_and_a_rerun_leaves_nothing(tmp
         assert out.exists() and not failed.exists()
         assert json.loads((tmp_path / "rerun.meta.json").read_text())["leftovers_removed"]
         assert containers(restarted.connection_string) == []
+
+
+def test_a_blob_endpoint_that_never_answers_fails_the_point_in_seconds_in_one_line(tmp_path):
+    key = azurite_service.DEV_KEY
+    with silent_endpoint() as port:
+        task = io_task(2, "mfmw", "blob", tmp_path, reps=1, warmups=0, name_prefix="mbt-silent",
+                       request_timeout_s=1,
+                       retry={"total": 2, "initial_backoff_s": 0.1, "increment_base_s": 0.1, "jitter_s": 0})
+        started = time.monotonic()
+        proc, out, failed = launch(tmp_path, "silent", task,
+                                   kernel_env(**{BLOB_ENV: azurite_service.connection_string(port)}))
+        log, _ = proc.communicate(timeout=90)
+        took = time.monotonic() - started
+    assert proc.returncode != 0
+    assert took < 45, took  # 3 tries of 1 s, plus mpiexec and imports on a loaded machine; launch's limit is 120 s
+    line = (f"io blob: the endpoint http://127.0.0.1:{port}/devstoreaccount1 did not answer within 1 s "
+            "(io.request_timeout_s; retried 2 times)")
+    failure = json.loads(failed.read_text())
+    assert failure["error"].startswith("kernel exited with status") and failure["error"].endswith(f"({line})")
+    assert "Traceback" not in failure["error"] and "Traceback" not in log, log[-3000:]
+    assert f"mfmw on blob failed: {line}" in log
+    assert not out.exists()
+    for text in (log, failed.read_text()):
+        assert key not in text

@@ -35,6 +35,7 @@ import json
 import math
 import os
 import random
+import re
 import select
 import shlex
 import shutil
@@ -148,6 +149,16 @@ def _signal_of(rc: int) -> str:
         return f" ({signal.Signals(number).name})" if number else ""
     except ValueError:
         return ""
+
+
+# A kernel's failure line whose reason is complete in itself (io: a storage endpoint that never answered):
+# the failure record and the console then say why, where "kernel exited with status 1" alone sent the user to
+# the log. Other failure lines quote an error's own text, which may need its log lines around it.
+KERNEL_REASON = re.compile(r"^movebench\.\w+: rank \d+: .* failed: (io (?:blob|fileshare): the endpoint .*)$")
+
+
+def _kernel_reason(tail) -> str | None:
+    return next((m.group(1) for m in map(KERNEL_REASON.match, tail) if m), None)
 
 
 def _fullest(records_folder: Path, settings: dict) -> str:
@@ -489,6 +500,8 @@ def _run_launch(members: list[Member], name: str | None, args, signals: _Signals
             if any(marker in line for line in (run.tail if run else ()) for marker in
                    ("No space left on device", "Errno 28", "Disk quota exceeded", "cannot write the records")):
                 reason += f" (no space left on a device: {_fullest(members[0].out.parent, first.settings)})"
+            elif said := _kernel_reason(run.tail if run else ()):
+                reason += f" ({said})"
         order = [m.where for m, _ in to_run]
         failures = 0
         for position, (member, task) in enumerate(to_run):

@@ -215,6 +215,12 @@ class IO(Family):
             why = _writable_problem(path)
             if why:
                 problems.append(("posix.path", path, f"must be a writable folder (or creatable): {why}"))
+        timeout = section["request_timeout_s"]
+        if set(backends) & set(CLOUD) and timeout >= campaign["timeout"]:
+            # campaign.timeout would kill the point first, and its record would say only "timed out".
+            problems.append(("request_timeout_s", timeout, f"must be below campaign.timeout = {campaign['timeout']:g} "
+                             "s, which would kill a point whose storage endpoint does not answer before the storage "
+                             "request gives up and says so: lower io.request_timeout_s or raise campaign.timeout"))
         for backend in (b for b in backends if b in CLOUD):
             creds = section[backend]
             if backend == "blob" and emulated(section):

@@ -213,7 +213,7 @@ def measure_task(comm, task, group_meta=None):
     settings, pattern, backend_name = task.settings, task.point["pattern"], task.point["backend"]
     if comm.size != task.point["ranks"]:
         raise SystemExit(f"movebench.io: the point has {task.point['ranks']} ranks but {comm.size} started")
-    backend = None
+    backend, space = None, None
     try:
         backend = open_backend(backend_name, settings)
         removed, space = [], None
@@ -236,12 +236,18 @@ def measure_task(comm, task, group_meta=None):
         if comm.rank == 0 and settings["cleanup"]:
             backend.teardown()
     except Exception as exc:  # a failed point must say why in one line, then stop every rank
-        why = _mpi_error(exc) or describe_error(exc)
+        dead = backend.reason(exc) if backend is not None else None
+        why = _mpi_error(exc) or dead or describe_error(exc)
         # Asked before the teardown below frees what the point wrote.
         cause = backend.cause(exc, task.point["size_per_proc"]) if backend is not None else None
         _line(f"movebench.io: rank {comm.rank}: {pattern} on {backend_name} failed: {why}"
               + (f" ({cause})" if cause else ""))
-        if backend is not None and comm.rank == 0 and settings["cleanup"]:
+        if dead:
+            # Deleting the run space from an endpoint that does not answer would wait out the whole
+            # timeout-and-retry chain a second time; the rerun deletes it (remove_leftovers).
+            if comm.rank == 0 and settings["cleanup"] and space:
+                _line(f"movebench.io: run space {space} is left for the next run of this point to remove")
+        elif backend is not None and comm.rank == 0 and settings["cleanup"]:
             try:
                 backend.teardown()
             except Exception as again:  # the rerun removes what is left (remove_leftovers)

@@ -14,6 +14,7 @@ backend object; the methods say which ranks call them.
                                       collective: each rank writes its part of one object (sfmw)
     size(obj), read(obj, offset, n)   untimed: verification reads
     corrupt(obj, offset)              fault injection: flip one stored byte (proves that verify works)
+    reason(exc)                       a failure's one line when the backend knows better (an endpoint that never answers)
     delete(obj), teardown()           untimed: remove an object, then the run space
     retries                           requests the SDK retried so far (cloud backends; 0 otherwise)
 
@@ -73,6 +74,10 @@ class Backend:
 
     def cause(self, exc: BaseException, need: int) -> str | None:
         """What the storage says about a failed call when the error itself does not (None: nothing to add)."""
+        return None
+
+    def reason(self, exc: BaseException) -> str | None:
+        """One line that says why the point failed in place of the error's own text (None: the error's text)."""
         return None
 
     def check_shared(self, comm) -> None:

@@ -100,6 +100,10 @@ def counting_retry(exponential_retry, total: int, initial_backoff_s: float, incr
             if retrying:
                 with self._lock:  # uploads with max_concurrency > 1 retry from several threads
                     self.count += 1
+            elif error is not None:
+                # The SDK re-raises the last try's error and drops this request's retry history: keep on the
+                # error how often its own request was retried (self.count sums every request of the point).
+                error.movebench_retried = settings["count"]
             return retrying
 
     return CountingRetry(
@@ -121,6 +125,31 @@ def client_options(settings: dict, exponential_retry) -> dict:
         "connection_timeout": settings["request_timeout_s"],
         "read_timeout": settings["request_timeout_s"],
     }
+
+
+TIMEOUT_KEY = "io.request_timeout_s"
+
+
+def unanswered(exc: BaseException) -> bool:
+    """A request that ran out of time: no answer (read) or no progress sending (connect or send)."""
+    from azure.core.exceptions import ServiceRequestError, ServiceResponseError
+
+    if not isinstance(exc, (ServiceRequestError, ServiceResponseError)):
+        return False
+    # Only the read side has its own class (ServiceResponseTimeoutError); a stalled connect or body send
+    # arrives as ServiceRequestError or ServiceResponseError around urllib3's "timed out".
+    return "timed out" in str(exc).lower() or "timeout" in type(exc).__name__.lower()
+
+
+def timeout_line(exc: BaseException, backend: str, endpoint: str, settings: dict) -> str | None:
+    """One line for a request the endpoint never answered: the endpoint (no secret in it) and the key to change."""
+    if not unanswered(exc):
+        return None
+    retried = getattr(exc, "movebench_retried", settings["retry"]["total"])
+    return redact_value(
+        f"io {backend}: the endpoint {endpoint} did not answer within {settings['request_timeout_s']:g} s "
+        f"({TIMEOUT_KEY}; retried {retried} times)"
+    )
 
 
 def describe_error(exc: BaseException) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 from movebench.families.io.storage import Backend, ReadOnlyView, pieces
-from movebench.families.io.storage.azure import client_options, endpoint_of, read_connection_string
+from movebench.families.io.storage.azure import client_options, endpoint_of, read_connection_string, timeout_line
 
 
 def block_id(rank: int, index: int) -> str:
@@ -103,6 +103,9 @@ class Blob(Backend):
     def teardown(self):
         if self.container is not None:
             self.container.delete_container()
+
+    def reason(self, exc):
+        return timeout_line(exc, "blob", self.endpoint, self.settings)
 
     def describe(self):
         return {"endpoint": self.endpoint, "block_size": self.block_size, "max_concurrency": self.max_concurrency}

@@ -19,7 +19,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 from movebench.families.io.storage import Backend, pieces
-from movebench.families.io.storage.azure import client_options, endpoint_of, read_connection_string
+from movebench.families.io.storage.azure import client_options, endpoint_of, read_connection_string, timeout_line
 
 MAX_RANGE = 4 * 1024**2
 
@@ -103,6 +103,9 @@ class FileShare(Backend):
     def teardown(self):
         if self.share is not None:
             self.share.delete_share()
+
+    def reason(self, exc):
+        return timeout_line(exc, "fileshare", self.endpoint, self.settings)
 
     def describe(self):
         return {"endpoint": self.endpoint, "range_size": self.range_size, "max_concurrency": self.max_concurrency}

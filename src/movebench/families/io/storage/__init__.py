@@ -14,7 +14,7 @@ backend object; the methods say which ranks call them.
                                       collective: each rank writes its part of one object (sfmw)
     size(obj), read(obj, offset, n)   untimed: verification reads
     corrupt(obj, offset)              fault injection: flip one stored byte (proves that verify works)
-    reason(exc)                       a failure's one line when the backend knows better (an endpoint that never answers)
+    reason(exc)                       a failure's one line when the backend knows better (a silent endpoint)
     delete(obj), teardown()           untimed: remove an object, then the run space
     retries                           requests the SDK retried so far (cloud backends; 0 otherwise)
 

@@ -2,10 +2,15 @@
 
 Probes (one point = one probe at one size and process count):
 
-- memcpy: each of `ranks` processes on one node copies `size` bytes with numpy.copyto from one
-  buffer into another, both allocated and touched before any timing, `iterations` times per
+- memcpy: each of `ranks` processes on one node copies a `size`-byte buffer into each row of a
+  destination of `copies_per_call(size)` rows (enough rows for 256 KiB; one row from 256 KiB up)
+  with one numpy.copyto (the source broadcast over the rows: one memmove of `size` bytes per row,
+  in numpy's C loop), both allocated and touched before any timing, `iterations` such calls per
   repetition (auto: doubled until a repetition lasts about `repetition_time`, as shuffle's
-  streams). bytes = ranks x size x iterations: a copied byte counts once, as a delivered
+  streams). Many copies per call because one call per copy measured Python's per-call cost at
+  small sizes (4 KiB: below what a window of MPI messages delivered), and a bound must be one at
+  every size (docs/kernels.md, section 10). bytes = ranks x size x copies_per_call x iterations:
+  a copied byte counts once, as a delivered
   message's byte counts once in shuffle (STREAM's Copy counts its read and its write, 2x);
   time = the slowest rank's, from a barrier. Between processes of one node, an MPI message is
   copied at least once by a CPU (twice through MPICH's shared-memory cells, once with CMA), so
@@ -32,20 +37,32 @@ import tempfile
 import numpy as np
 
 from movebench.core.timing import iterations_for_duration
+from movebench.families.calibration import copies_per_call
 
 MAX_PIECE = 16 * 2**20
 
 
+def copy_buffers(size: int) -> tuple[np.ndarray, np.ndarray]:
+    """The probe's source (`size` bytes) and destination (`copies_per_call(size)` rows of `size`), both touched:
+    page faults stay out of the timed copies (np.zeros alone leaves large buffers untouched)."""
+    src = np.ones(size, dtype=np.uint8)
+    dst = np.full((copies_per_call(size), size), 2, dtype=np.uint8)
+    return src, dst
+
+
 def copy_loop(comm, src, dst, iterations: int) -> tuple[float, int, dict]:
-    """`iterations` copies src -> dst on every rank; the slowest rank's time, the bytes of all ranks."""
+    """`iterations` calls on every rank, each copying src into every row of dst; the slowest rank's time, the bytes
+    of all ranks."""
     from mpi4py import MPI
 
     comm.Barrier()
     start = MPI.Wtime()
     for _ in range(iterations):
+        # src broadcast over dst's rows: numpy cannot merge them into one larger copy (src's row stride is 0),
+        # so each row is a copy of src.nbytes, the size the bound is for
         np.copyto(dst, src)
     elapsed = comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
-    return elapsed, comm.size * src.nbytes * iterations, {"iterations": iterations}
+    return elapsed, comm.size * dst.nbytes * iterations, {"iterations": iterations, "copies_per_call": len(dst)}
 
 
 def fio_argv(pattern: str, jobs: int, size_per_proc: int, folder: str, runs: int = 1) -> list[str]:
@@ -102,8 +119,7 @@ def measure_task(comm, task, group_meta=None):
     if point["probe"] == "memcpy":
         if comm.size != point["ranks"]:
             raise SystemExit(f"movebench.calibration: the point has {point['ranks']} ranks but {comm.size} started")
-        src = np.ones(point["size"], dtype=np.uint8)
-        dst = np.zeros(point["size"], dtype=np.uint8)  # touched: page faults stay out of the timed copies
+        src, dst = copy_buffers(point["size"])
         iterations = settings["iterations"]
         if iterations == "auto":
             iterations = iterations_for_duration(lambda i: copy_loop(comm, src, dst, i), settings["repetition_time"])

@@ -1,0 +1,231 @@
+"""`snakemake --profile allocation` inside one Slurm allocation on the live local cluster (nodes n1, n2).
+
+What a user types on a login node, with salloc running snakemake (salloc runs its command where it was
+typed, here the host, outside the nodes):
+
+    salloc -N 2 python -m snakemake --profile allocation --directory <tmp> --configfile <tmp>/config.yaml
+
+Every point is an `srun` step of that one allocation, one at a time. kv (Dragon) is left out here: under
+salloc snakemake runs on no node of the allocation, where admission refuses Dragon points (tested below
+without a cluster); from a batch script it would run on the first node, which these tests do not try.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import PYTHON, ROOT, slurm_client_env
+from movebench.core.records import read_jsonl
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux only")
+
+TINY = {
+    "campaign": {"name": "tiny-allocation", "results_dir": "results",
+                 "launches": 1, "repetitions": 2, "warmups": 1, "timeout": 60},
+    "shuffle": {
+        "patterns": ["uni"],
+        "ranks": [2],
+        "nodes": [1, 2],
+        "message_sizes": ["4KiB"],
+        "windows": [4],
+        "iterations": 5,
+        "tuples_per_rank": 2000,
+        "tuple_size": 32,
+        "skew": [0],
+    },
+}
+
+
+def write_config(workdir: Path, config: dict) -> None:
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+def snakemake_argv(workdir: Path, *args: str) -> list[str]:
+    """`snakemake --profile allocation` from the repository root (the `allocation` link there), as docs/slurm.md says."""
+    return [PYTHON, "-m", "snakemake", "--profile", "allocation", "--directory", str(workdir),
+            "--configfile", str(workdir / "config.yaml"), *args]  # fmt: skip
+
+
+def salloc_argv(nodes: int, workdir: Path, *args: str) -> list[str]:
+    return ["salloc", "-N", str(nodes), "-t", "10", *snakemake_argv(workdir, *args)]
+
+
+def granted(text: str) -> str:
+    m = re.search(r"Granted job allocation (\d+)", text)
+    assert m, text[-3000:]
+    return m.group(1)
+
+
+def metas(workdir: Path) -> dict[str, dict]:
+    raw = workdir / "results" / "raw" / "shuffle"
+    return {str(p.relative_to(raw)).removesuffix(".meta.json"): json.loads(p.read_text())
+            for p in raw.rglob("*.meta.json")}  # fmt: skip
+
+
+@pytest.mark.slurm
+def test_points_of_one_and_two_nodes_run_as_steps_of_one_allocation(slurm_cluster, tmp_path):
+    write_config(tmp_path, TINY)
+    t0 = time.monotonic()
+    proc = subprocess.run(salloc_argv(2, tmp_path), cwd=ROOT, env=slurm_client_env(slurm_cluster),
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    took = time.monotonic() - t0
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    job = granted(proc.stderr)
+    by_point = metas(tmp_path)
+    assert len(by_point) == 2
+    for point, meta in by_point.items():
+        # one job id for both node counts: the allocation's, not one job per point
+        assert meta["slurm_job_id"] == job, (point, meta["slurm_job_id"])
+        assert meta["allocation"] == {"job_id": job, "nodes": 2, "nodelist": "n[1-2]"}, meta["allocation"]
+        nodes = 2 if "/nodes~2/" in point else 1
+        assert meta["command"].startswith(f"srun --mpi=pmi2 --exclusive -N {nodes} -n 2 "), meta["command"]
+        # the step's ranks on the allocation's nodes, never on the host salloc ran snakemake on
+        assert set(meta["hostnames"]) <= {"n1", "n2"} and len(set(meta["hostnames"])) == nodes, meta["hostnames"]
+        if nodes == 2:
+            assert meta["rank_nodes"] == ["n1", "n2"]
+        recs = read_jsonl(tmp_path / "results" / "raw" / "shuffle" / f"{point}.jsonl")
+        assert len(recs) == 3 and all(r["ok"] for r in recs)
+    spans = sorted((m["launch_start"], m["launch_end"]) for m in by_point.values())
+    assert spans[0][1] <= spans[1][0], spans  # one point at a time
+    # The allocation was the campaign's only job.
+    out = slurm_cluster.run("squeue", "-h", "-t", "all", "-j", job, "-o", "%i|%T|%D").stdout.split()
+    assert out == [f"{job}|COMPLETED|2"], out
+    assert (tmp_path / "results" / "report.html").exists()
+    print(f"\n2 points in one salloc -N 2 through --profile allocation: {took:.1f} s")
+
+
+@pytest.mark.slurm
+def test_a_point_bigger_than_the_allocation_is_refused_before_any_point_runs(slurm_cluster, tmp_path):
+    config = json.loads(json.dumps(TINY))
+    config["shuffle"].update(ranks=[4], nodes=[1, 3])
+    write_config(tmp_path, config)
+    t0 = time.monotonic()
+    proc = subprocess.run(salloc_argv(2, tmp_path), cwd=ROOT, env=slurm_client_env(slurm_cluster),
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    took = time.monotonic() - t0
+    assert proc.returncode != 0
+    job = granted(proc.stderr)
+    assert (f"movebench: refused before any job: 1 point or folder does not fit Slurm allocation {job} "
+            "(2 nodes: n[1-2]):") in proc.stderr, proc.stderr[-3000:]
+    assert ("shuffle pattern~uni/nodes~3/ranks~4/message_size~4096/window~4: 3 nodes, but the allocation has 2"
+            in proc.stderr), proc.stderr[-3000:]
+    assert "nodes~1/" not in proc.stderr.split("refused before any job")[1]  # the 1-node point fits
+    assert not (tmp_path / "results" / "raw").exists() and not (tmp_path / "results" / "logs").exists()
+    assert took < 60
+    print(f"\nrefused in the allocation after {took:.1f} s")
+
+
+@pytest.mark.slurm
+def test_a_killed_allocation_leaves_a_campaign_the_next_allocation_completes(slurm_cluster, tmp_path):
+    config = json.loads(json.dumps(TINY))
+    # long enough points (3 repetitions of 3 s) to cancel the allocation while the second one runs
+    config["shuffle"].update(iterations="auto", repetition_time=3)
+    write_config(tmp_path, config)
+    env = slurm_client_env(slurm_cluster)
+    raw = tmp_path / "results" / "raw" / "shuffle"
+    logs = tmp_path / "results" / "logs" / "shuffle"
+    out = tmp_path / "first.out"
+    with out.open("w") as sink:
+        first = subprocess.Popen(salloc_argv(2, tmp_path), cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 120
+            while True:  # one point done, the other one's kernel running
+                done = list(raw.rglob("*.jsonl")) if raw.exists() else []
+                running = [p for p in logs.rglob("*.log") if "movebench: srun" in p.read_text()] if logs.exists() else []
+                if len(done) == 1 and len(running) == 2:
+                    break
+                assert first.poll() is None and time.monotonic() < deadline, out.read_text()[-3000:]
+                time.sleep(0.3)
+            job = granted(out.read_text())
+            slurm_cluster.run("scancel", job)
+            first.wait(timeout=120)
+        finally:
+            if first.poll() is None:
+                first.kill()
+                first.wait()
+    text = out.read_text()
+    assert first.returncode != 0, text[-3000:]
+    (kept,) = raw.rglob("*.jsonl")
+    kept_point = str(kept.relative_to(raw)).removesuffix(".jsonl")
+    kept_mtime = kept.stat().st_mtime
+    # Snakemake unlocked on its way out (the allocation's end reaches it as an interrupt): no --unlock needed
+    assert not list((tmp_path / ".snakemake" / "locks").glob("*")), text[-3000:]
+
+    t0 = time.monotonic()
+    proc = subprocess.run(salloc_argv(2, tmp_path), cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    took = time.monotonic() - t0
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    second = granted(proc.stderr)
+    assert second != job
+    by_point = metas(tmp_path)
+    assert len(by_point) == 2
+    assert by_point[kept_point]["allocation"]["job_id"] == job and kept.stat().st_mtime == kept_mtime
+    (redone,) = set(by_point) - {kept_point}
+    assert by_point[redone]["allocation"]["job_id"] == second
+    assert not list((tmp_path / "results" / "failed").rglob("*.json"))
+    assert 'id="partial"' not in (tmp_path / "results" / "report.html").read_text()
+    print(f"\nrerun in a new allocation after scancel: {took:.1f} s")
+
+
+def test_the_profile_outside_an_allocation_stops_at_once(tmp_path):
+    write_config(tmp_path, TINY)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    proc = subprocess.run(snakemake_argv(tmp_path), cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "no SLURM_JOB_ID" in proc.stderr and "run it inside salloc/sbatch" in proc.stderr, proc.stderr[-3000:]
+    assert "or use --profile slurm" in proc.stderr
+    assert not (tmp_path / "results" / "raw").exists()
+
+
+def test_admission_reads_the_allocation_from_its_environment_or_scontrol():
+    from movebench import admission, cluster
+
+    def scontrol(argv):
+        if argv[:3] == ["scontrol", "show", "job"]:
+            return subprocess.CompletedProcess(argv, 0, "JobId=7 NumNodes=4 NumCPUs=128 NodeList=c[1-4]\n", "")
+        if argv[:3] == ["scontrol", "show", "node"]:
+            return subprocess.CompletedProcess(argv, 0, "NodeName=c1 RealMemory=64000\nNodeName=c2 RealMemory=32000\n",
+                                               "")
+        return subprocess.CompletedProcess(argv, 1, "", "no")
+
+    # salloc's environment
+    cap = cluster.allocation_capacity({"SLURM_JOB_ID": "7", "SLURM_JOB_NUM_NODES": "4", "SLURM_JOB_NODELIST": "c[1-4]",
+                                       "SLURM_JOB_CPUS_PER_NODE": "32(x4)", "SLURM_MEM_PER_NODE": "1000"}, scontrol)
+    assert (cap.max_nodes, cap.cores, cap.memory_bytes, cap.memory_source) == (4, 32, 1000 * 2**20,
+                                                                              "SLURM_MEM_PER_NODE")
+    assert cap.allocation and not cap.local_storage and cap.where == "Slurm allocation 7 (4 nodes: c[1-4])"
+    # only the job id (the older SLURM_NNODES, or nothing): scontrol says the rest
+    cap = cluster.allocation_capacity({"SLURM_JOB_ID": "7"}, scontrol)
+    assert (cap.max_nodes, cap.cores, cap.memory_bytes, cap.memory_source) == (4, 32, 32000 * 2**20, "RealMemory")
+    assert cluster.allocation_info({"SLURM_JOB_ID": "7", "SLURM_NNODES": "2", "SLURM_NODELIST": "c[1-2]"},
+                                   scontrol) == {"job_id": "7", "nodes": 2, "nodelist": "c[1-2]"}
+    assert cluster.allocation_capacity({}, scontrol) is None
+    from movebench import campaign
+    from movebench import plan as planning
+
+    raw = json.loads(json.dumps(TINY))
+    raw["shuffle"].update(ranks=[8], nodes=[4, 5])
+    config = campaign.validate(raw, warn=lambda line: None)
+    lines = admission.problems(config, planning.grid(config), cap)
+    assert len(lines) == 1 and "nodes~5/" in lines[0], lines
+    assert "5 nodes, but the allocation has 4" in lines[0] and "salloc -N 5" in lines[0]
+
+
+def test_dragon_points_are_refused_where_snakemake_runs_on_no_node_of_the_allocation():
+    from movebench import campaign
+
+    todo = {"kv": [{"operation": "put", "nodes": 1}]}
+    (line,) = campaign.dragon_off_node(todo, {"SLURM_JOB_ID": "7"})
+    assert line.startswith("kv ") and "make sbatch" in line
+    assert campaign.dragon_off_node(todo, {"SLURM_JOB_ID": "7", "SLURMD_NODENAME": "n1"}) == []
+    assert campaign.dragon_off_node({"shuffle": [{"pattern": "uni"}]}, {"SLURM_JOB_ID": "7"}) == []

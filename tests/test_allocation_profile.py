@@ -50,7 +50,7 @@ def write_config(workdir: Path, config: dict) -> None:
 
 
 def snakemake_argv(workdir: Path, *args: str) -> list[str]:
-    """`snakemake --profile allocation` from the repository root (the `allocation` link there), as docs/slurm.md says."""
+    """`snakemake --profile allocation` from the repository root (its `allocation` link), as docs/slurm.md says."""
     return [PYTHON, "-m", "snakemake", "--profile", "allocation", "--directory", str(workdir),
             "--configfile", str(workdir / "config.yaml"), *args]  # fmt: skip
 
@@ -124,40 +124,49 @@ def test_a_point_bigger_than_the_allocation_is_refused_before_any_point_runs(slu
     print(f"\nrefused in the allocation after {took:.1f} s")
 
 
+def job_state(cluster, job: str) -> str:
+    return cluster.run("squeue", "-h", "-t", "all", "-j", job, "-o", "%T", check=False).stdout.strip()
+
+
 @pytest.mark.slurm
-def test_a_killed_allocation_leaves_a_campaign_the_next_allocation_completes(slurm_cluster, tmp_path):
+def test_a_killed_batch_allocation_leaves_a_campaign_the_next_allocation_completes(slurm_cluster, tmp_path):
+    # The batch way (scripts/sbatch-campaign.sh, what `make sbatch` submits) is cancelled mid-campaign; the
+    # interactive way (salloc) finishes the campaign in a new allocation.
     config = json.loads(json.dumps(TINY))
-    # long enough points (3 repetitions of 3 s) to cancel the allocation while the second one runs
-    config["shuffle"].update(iterations="auto", repetition_time=3)
+    # 4 points long enough (3 repetitions of 3 s) to cancel the allocation while one runs, others still to come
+    config["shuffle"].update(patterns=["uni", "alltoall"], iterations="auto", repetition_time=3)
     write_config(tmp_path, config)
-    env = slurm_client_env(slurm_cluster)
+    env = slurm_client_env(slurm_cluster) | {"MOVEBENCH_PYTHON": PYTHON}
     raw = tmp_path / "results" / "raw" / "shuffle"
     logs = tmp_path / "results" / "logs" / "shuffle"
-    out = tmp_path / "first.out"
-    with out.open("w") as sink:
-        first = subprocess.Popen(salloc_argv(2, tmp_path), cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT)
-        try:
-            deadline = time.monotonic() + 120
-            while True:  # one point done, the other one's kernel running
-                done = list(raw.rglob("*.jsonl")) if raw.exists() else []
-                running = [p for p in logs.rglob("*.log") if "movebench: srun" in p.read_text()] if logs.exists() else []
-                if len(done) == 1 and len(running) == 2:
-                    break
-                assert first.poll() is None and time.monotonic() < deadline, out.read_text()[-3000:]
-                time.sleep(0.3)
-            job = granted(out.read_text())
-            slurm_cluster.run("scancel", job)
-            first.wait(timeout=120)
-        finally:
-            if first.poll() is None:
-                first.kill()
-                first.wait()
+    out = tmp_path / "batch.out"
+    submitted = subprocess.run(["sbatch", "--parsable", "-N", "2", "-t", "10", "-o", str(out),
+                                "scripts/sbatch-campaign.sh", "--directory", str(tmp_path),
+                                "--configfile", str(tmp_path / "config.yaml")],
+                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
+    job = submitted.stdout.strip().split(";")[0]
+    try:
+        deadline = time.monotonic() + 120
+        while True:  # a point done, the next one's kernel running
+            done = list(raw.rglob("*.jsonl")) if raw.exists() else []
+            started = [p for p in logs.rglob("*.log") if "movebench: srun" in p.read_text()] if logs.exists() else []
+            if done and len(started) > len(done):
+                break
+            assert job_state(slurm_cluster, job) in ("PENDING", "RUNNING") and time.monotonic() < deadline, (
+                out.read_text()[-3000:] if out.exists() else job_state(slurm_cluster, job))
+            time.sleep(0.3)
+        slurm_cluster.run("scancel", job)
+        deadline = time.monotonic() + 60
+        while "movebench: interrupted" not in out.read_text():  # Slurm's SIGTERM, taken as a Ctrl-C
+            assert time.monotonic() < deadline, out.read_text()[-3000:]
+            time.sleep(0.3)
+    finally:
+        slurm_cluster.run("scancel", job, check=False)
     text = out.read_text()
-    assert first.returncode != 0, text[-3000:]
-    (kept,) = raw.rglob("*.jsonl")
-    kept_point = str(kept.relative_to(raw)).removesuffix(".jsonl")
-    kept_mtime = kept.stat().st_mtime
-    # Snakemake unlocked on its way out (the allocation's end reaches it as an interrupt): no --unlock needed
+    assert f"movebench: allocation {job} on 2 nodes (n[1-2]), snakemake on n1" in text, text[:2000]
+    kept = {str(p.relative_to(raw)).removesuffix(".jsonl"): p.stat().st_mtime for p in raw.rglob("*.jsonl")}
+    assert 1 <= len(kept) < 4, kept
+    # Snakemake unlocked on its way out: the next run needs no --unlock
     assert not list((tmp_path / ".snakemake" / "locks").glob("*")), text[-3000:]
 
     t0 = time.monotonic()
@@ -166,15 +175,17 @@ def test_a_killed_allocation_leaves_a_campaign_the_next_allocation_completes(slu
     took = time.monotonic() - t0
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     second = granted(proc.stderr)
-    assert second != job
     by_point = metas(tmp_path)
-    assert len(by_point) == 2
-    assert by_point[kept_point]["allocation"]["job_id"] == job and kept.stat().st_mtime == kept_mtime
-    (redone,) = set(by_point) - {kept_point}
-    assert by_point[redone]["allocation"]["job_id"] == second
+    assert len(by_point) == 4
+    for point, meta in by_point.items():
+        if point in kept:  # measured in the first allocation, not again
+            assert meta["allocation"]["job_id"] == job
+            assert (raw / f"{point}.jsonl").stat().st_mtime == kept[point]
+        else:
+            assert meta["allocation"]["job_id"] == second
     assert not list((tmp_path / "results" / "failed").rglob("*.json"))
     assert 'id="partial"' not in (tmp_path / "results" / "report.html").read_text()
-    print(f"\nrerun in a new allocation after scancel: {took:.1f} s")
+    print(f"\n{4 - len(kept)} points left by scancel run in a new allocation: {took:.1f} s")
 
 
 def test_the_profile_outside_an_allocation_stops_at_once(tmp_path):

@@ -273,9 +273,9 @@ class CampaignRun:
         """Note a Ctrl-C for the end's message; Snakemake still gets its KeyboardInterrupt.
 
         `also`: signals taken as a Ctrl-C. An allocation that ends (scancel, its time limit) sends SIGTERM to a
-        batch script's processes and salloc sends SIGHUP to its command; either would kill Snakemake on the spot
-        and leave its lock behind, which stops the rerun in the next allocation. As a KeyboardInterrupt,
-        Snakemake stops its jobs, writes the partial report and unlocks.
+        batch script's processes (and `salloc -K` to its command); a closed terminal sends salloc's command
+        SIGHUP. Either would kill Snakemake on the spot and leave its lock behind, which stops the rerun in the
+        next allocation. As a KeyboardInterrupt, Snakemake stops its jobs, writes the partial report and unlocks.
         """
         previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, *also)}
 

@@ -5,9 +5,8 @@ typed, here the host, outside the nodes):
 
     salloc -N 2 python -m snakemake --profile allocation --directory <tmp> --configfile <tmp>/config.yaml
 
-Every point is an `srun` step of that one allocation, one at a time. kv (Dragon) is left out here: under
-salloc snakemake runs on no node of the allocation, where admission refuses Dragon points (tested below
-without a cluster); from a batch script it would run on the first node, which these tests do not try.
+Every point is an `srun` step of that one allocation, one at a time. The batch way, scripts/sbatch-campaign.sh
+(what `make sbatch` submits), runs snakemake on the allocation's first node: kv (Dragon) points run only there.
 """
 
 from __future__ import annotations
@@ -186,6 +185,69 @@ def test_a_killed_batch_allocation_leaves_a_campaign_the_next_allocation_complet
     assert not list((tmp_path / "results" / "failed").rglob("*.json"))
     assert 'id="partial"' not in (tmp_path / "results" / "report.html").read_text()
     print(f"\n{4 - len(kept)} points left by scancel run in a new allocation: {took:.1f} s")
+
+
+KV = {
+    "campaign": {"name": "kv-allocation", "results_dir": "results",
+                 "launches": 1, "repetitions": 2, "warmups": 1, "timeout": 120},
+    "kv": {
+        "operations": ["put"],
+        "nodes": [1, 2],
+        "clients_per_node": [1],
+        "managers_per_node": [1],
+        "streams_per_manager": 5,
+        "value_sizes": ["4KiB"],
+        "total_mem": "64MiB",
+        "keys_per_client": 50,
+        "iterations": 1,
+    },
+}
+
+
+def sbatch_campaign(cluster, workdir: Path, env: dict, nodes: int = 2) -> tuple[str, Path]:
+    """scripts/sbatch-campaign.sh on the campaign in `workdir`, as `make sbatch` submits it: (job id, its output)."""
+    out = workdir / "batch.out"
+    proc = subprocess.run(["sbatch", "--parsable", "-N", str(nodes), "-t", "10", "-o", str(out),
+                           "scripts/sbatch-campaign.sh", "--directory", str(workdir),
+                           "--configfile", str(workdir / "config.yaml")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
+    return proc.stdout.strip().split(";")[0], out
+
+
+@pytest.mark.slurm
+@pytest.mark.dragon
+def test_kv_points_run_from_the_batch_script_and_are_refused_under_salloc(slurm_cluster, tmp_path):
+    pytest.importorskip("dragon")
+    write_config(tmp_path, KV)
+    env = slurm_client_env(slurm_cluster) | {"MOVEBENCH_PYTHON": PYTHON}
+    # salloc runs snakemake on this host, no node of the allocation: Dragon would run here, refused first
+    proc = subprocess.run(salloc_argv(2, tmp_path), cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "refused before any job: 2 points or folders" in proc.stderr, proc.stderr[-3000:]
+    assert "Dragon runs where snakemake runs, and that is no node of the allocation" in proc.stderr
+    assert not (tmp_path / "results" / "raw").exists()
+
+    t0 = time.monotonic()
+    job, out = sbatch_campaign(slurm_cluster, tmp_path, env)
+    deadline = time.monotonic() + 240
+    while job_state(slurm_cluster, job) in ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING"):
+        assert time.monotonic() < deadline, out.read_text()[-3000:] if out.exists() else job
+        time.sleep(0.5)
+    took = time.monotonic() - t0
+    assert job_state(slurm_cluster, job) == "COMPLETED", out.read_text()[-4000:]
+    raw = tmp_path / "results" / "raw" / "kv"
+    by_nodes = {}
+    for path in raw.rglob("*.meta.json"):
+        meta = json.loads(path.read_text())
+        by_nodes[meta["task"]["nodes"]] = meta
+        assert meta["allocation"] == {"job_id": job, "nodes": 2, "nodelist": "n[1-2]"}
+        assert meta["dragon_launch"]["returncode"] == 0 and meta["head_host"] in ("n1", "n2")
+    assert sorted(by_nodes) == [1, 2]
+    # the 2-node point's DDict managers on both nodes, nothing left on either after it
+    assert sorted({s["hostname"] for s in by_nodes[2]["ddict_stats"]}) == ["n1", "n2"]
+    swept = by_nodes[2]["dragon_launch"]["nodes_swept"]
+    assert sorted(swept) == ["n1", "n2"] and not any(v["killed_pids"] for v in swept.values()), swept
+    assert len(list(raw.rglob("*.jsonl"))) == 2
+    print(f"\n2 kv points (1 and 2 nodes) in one batch allocation: {took:.1f} s")
 
 
 def test_the_profile_outside_an_allocation_stops_at_once(tmp_path):

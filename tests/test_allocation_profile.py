@@ -260,6 +260,21 @@ def test_the_profile_outside_an_allocation_stops_at_once(tmp_path):
     assert not (tmp_path / "results" / "raw").exists()
 
 
+def test_a_killed_runs_stale_lock_stops_the_next_run_with_the_way_out(tmp_path):
+    # What a run killed outright (SIGKILL after the allocation's KillWait) leaves: Snakemake's lock on its outputs.
+    write_config(tmp_path, TINY)
+    locks = tmp_path / ".snakemake" / "locks"
+    locks.mkdir(parents=True)
+    (locks / "0.output.lock").write_text("results/report.html\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    proc = subprocess.run(snakemake_argv(tmp_path), cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "--unlock" in proc.stderr, proc.stderr[-3000:]
+    assert "run the same command once with --unlock, then again as it was" in proc.stderr
+    unlocked = subprocess.run(snakemake_argv(tmp_path, "--unlock"), cwd=ROOT, env=env, capture_output=True,
+                              text=True, timeout=120)  # fmt: skip
+    assert unlocked.returncode == 0 and not list(locks.glob("*")), unlocked.stderr[-3000:]
+
+
 def test_admission_reads_the_allocation_from_its_environment_or_scontrol():
     from movebench import admission, cluster
 

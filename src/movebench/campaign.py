@@ -157,6 +157,7 @@ class CampaignRun:
         self.interrupted = None
         self.ended = False
         self.snakemake_error = False
+        self.stale_lock = False
 
     def watch(self, workflow) -> None:
         """A run that Snakemake stops outside its jobs still ends with a partial report.
@@ -172,6 +173,8 @@ class CampaignRun:
             def emit(self, record):
                 if str(getattr(record, "event", "")) == "error":
                     run.snakemake_error = True
+                    with contextlib.suppress(Exception):  # only to word the hint below
+                        run.stale_lock = run.stale_lock or "cannot be locked" in record.getMessage()
 
         logging.getLogger("snakemake.logging").addHandler(SeeErrors(level=logging.ERROR))
         self.workflow_at_exit = workflow
@@ -183,6 +186,11 @@ class CampaignRun:
                     and not workflow.execution_settings.no_hooks)
         if self.snakemake_error and real_run and not self.ended:
             print("movebench: Snakemake stopped outside the points' jobs (its error is above)", file=sys.stderr)
+            if self.stale_lock:
+                # Most often a run killed outright (an allocation's end after KillWait, a node that died): the
+                # records it finished are kept, and the same command runs the rest once the lock is gone.
+                print("movebench: if no other snakemake runs on this directory, the lock is a killed run's: run the "
+                      "same command once with --unlock, then again as it was", file=sys.stderr)
             self.end(ok=False)
 
     def job_launches(self, job) -> tuple[str, list[str]] | None:

@@ -11,9 +11,12 @@ ARGS ?=
 PYTEST_ARGS ?=
 PLAN_ARGS ?=
 NODES ?= 2
+# make sbatch: the allocation's time limit, and more sbatch options (SBATCH_ARGS="-p batch -A myproject")
+TIME ?= 1:00:00
+SBATCH_ARGS ?=
 LINK ?=
 
-.PHONY: help install system-deps campaign-deps run dry-run plan test test-fast bench osu-ref lint format slurm-up slurm-down clean
+.PHONY: help install system-deps campaign-deps run dry-run plan sbatch test test-fast bench osu-ref lint format slurm-up slurm-down clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -36,6 +39,9 @@ dry-run: install  ## show what a run would do, point by point, without running i
 
 plan: install  ## Slurm jobs, nodes and node-hours the campaign asks for (PLAN_ARGS="--group-components shuffle=8")
 	$(PY) -m movebench $(CONFIG_ARG) plan $(PLAN_ARGS)
+
+sbatch: install  ## the campaign in one Slurm allocation: NODES=4 TIME=1:00:00 (profiles/allocation, scripts/sbatch-campaign.sh)
+	sbatch -N $(NODES) -t $(TIME) $(SBATCH_ARGS) scripts/sbatch-campaign.sh $(CONFIG_ARG) $(ARGS)
 
 campaign-deps:  ## Debian packages the default campaign uses (fio), installed when missing
 	scripts/system-deps.sh --campaign

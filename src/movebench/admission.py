@@ -6,13 +6,14 @@ checked the same way, from what its spec declares:
 
 - memory: `node_memory_bytes(point, section)` (the busiest node's plan) against
   `campaign.memory_fraction` of a node's memory: this machine's MemAvailable under the local
-  executor, the partition's memory per node (`scontrol`) under Slurm;
+  executor, the partition's memory per node (`scontrol`) under Slurm, the allocation's
+  (SLURM_MEM_PER_NODE, else its nodes' RealMemory) under `--profile allocation`;
 - filesystems: `storage(point, section)` (e.g. io's target folder, kv's /dev/shm) against the
   free space there, plus the results folder;
 - cores: more than `campaign.max_ranks_per_core` ranks per core of a node is refused (thousands of
   ranks on one node measure the scheduler, not the transfer);
 - nodes: a point on more than one node under the local executor would record `nodes: 2` while every
-  rank ran on this machine.
+  rank ran on this machine; under `--profile allocation`, a point on more nodes than the allocation has.
 
 A refusal is one message naming each point, its estimate and what is available.
 """
@@ -48,6 +49,8 @@ class Capacity:
     max_nodes: int | None
     #: whether node-local folders (/dev/shm) are this machine's
     local_storage: bool
+    #: a Slurm allocation the campaign runs inside (--profile allocation): max_nodes is its size, not this host's
+    allocation: bool = False
 
 
 def mem_available() -> int | None:
@@ -101,6 +104,11 @@ def problems(config: dict, todo: dict[str, list[dict]], capacity: Capacity) -> l
         for point in points:
             where = f"{family} {families.point_path(point)}"
             ranks, nodes = fam.placement(point)
+            if capacity.allocation and capacity.max_nodes is not None and nodes > capacity.max_nodes:
+                lines.append(f"{where}: {nodes} nodes, but the allocation has {capacity.max_nodes}: its srun step "
+                             f"would fail; run the campaign in a larger one (salloc -N {nodes}) or sweep nodes up to "
+                             f"{capacity.max_nodes}")
+                continue
             if capacity.max_nodes is not None and nodes > capacity.max_nodes:
                 lines.append(f"{where}: {nodes} nodes, but {capacity.where} is {capacity.max_nodes} node: every "
                              f"rank would run here while its records say {nodes} nodes; run it under a cluster "

@@ -96,11 +96,42 @@ def refusal(config: dict, tasks: dict, executor: str, partition: str | None = No
             root: Path | None = None) -> str | None:
     """What admission (in the real run's onstart) would refuse of the points still to run, as its message; None
     when everything fits or, under Slurm, when `scontrol` cannot tell (the real run then decides)."""
-    capacity = admission.local_capacity() if executor == "local" else cluster.partition_capacity(partition)
+    if executor == "allocation":
+        capacity = cluster.allocation_capacity(os.environ)
+    else:
+        capacity = admission.local_capacity() if executor == "local" else cluster.partition_capacity(partition)
     if capacity is None:
         return None
-    lines = admission.problems(config, pending_points(config, tasks, root), capacity)
+    todo = pending_points(config, tasks, root)
+    lines = admission.problems(config, todo, capacity)
+    if executor == "allocation":
+        lines += dragon_off_node(todo, os.environ)
     return admission.message(lines, capacity) if lines else None
+
+
+def allocation_profile(workflow) -> bool:
+    """Whether this run is `--profile allocation`: the local executor, with the profile's `allocation` resource."""
+    executor = workflow.executor_plugin.name if workflow.executor_plugin is not None else "local"
+    defaults = workflow.resource_settings.default_resources
+    return executor == "local" and defaults is not None and "allocation" in defaults
+
+
+def dragon_off_node(todo: dict[str, list[dict]], environ: dict) -> list[str]:
+    """Dragon points where snakemake runs on no node of the allocation (salloc on a login node), one line each.
+
+    MPI points are srun steps, placed on the allocation's nodes wherever snakemake runs; `dragon -s` runs where
+    it is started, and `dragon -N` keeps its front end there: on a login node, outside the allocation.
+    SLURMD_NODENAME is set on the allocation's nodes (a batch script, a step), not where salloc runs a command.
+    """
+    if environ.get("SLURMD_NODENAME"):
+        return []
+    lines = []
+    for family, points in todo.items():
+        if families.load(family).runtime == "dragon":
+            lines += [f"{family} {families.point_path(point)}: Dragon runs where snakemake runs, and that is no node "
+                      "of the allocation (salloc ran it here): run the campaign from a batch script (make sbatch) "
+                      "or leave the family out" for point in points]
+    return lines
 
 
 def runtime_minutes(campaign: dict) -> int:
@@ -126,6 +157,7 @@ class CampaignRun:
         self.interrupted = None
         self.ended = False
         self.snakemake_error = False
+        self.stale_lock = False
 
     def watch(self, workflow) -> None:
         """A run that Snakemake stops outside its jobs still ends with a partial report.
@@ -141,6 +173,8 @@ class CampaignRun:
             def emit(self, record):
                 if str(getattr(record, "event", "")) == "error":
                     run.snakemake_error = True
+                    with contextlib.suppress(Exception):  # only to word the hint below
+                        run.stale_lock = run.stale_lock or "cannot be locked" in record.getMessage()
 
         logging.getLogger("snakemake.logging").addHandler(SeeErrors(level=logging.ERROR))
         self.workflow_at_exit = workflow
@@ -152,6 +186,11 @@ class CampaignRun:
                     and not workflow.execution_settings.no_hooks)
         if self.snakemake_error and real_run and not self.ended:
             print("movebench: Snakemake stopped outside the points' jobs (its error is above)", file=sys.stderr)
+            if self.stale_lock:
+                # Most often a run killed outright (an allocation's end after KillWait, a node that died): the
+                # records it finished are kept, and the same command runs the rest once the lock is gone.
+                print("movebench: if no other snakemake runs on this directory, the lock is a killed run's: run the "
+                      "same command once with --unlock, then again as it was", file=sys.stderr)
             self.end(ok=False)
 
     def job_launches(self, job) -> tuple[str, list[str]] | None:
@@ -180,6 +219,14 @@ class CampaignRun:
     def admit(self, workflow, todo: dict[str, list[dict]]) -> None:
         """Stop before the first job when a point to run does not fit the node or filesystem it runs on."""
         executor = workflow.executor_plugin.name if workflow.executor_plugin is not None else "local"
+        if allocation_profile(workflow):
+            capacity = cluster.allocation_capacity(os.environ)
+            if capacity is None:
+                sys.exit(cluster.NO_ALLOCATION)
+            lines = admission.problems(self.config, todo, capacity) + dragon_off_node(todo, os.environ)
+            if lines:
+                sys.exit(admission.message(lines, capacity))
+            return
         if executor == "local":
             capacities = {None: admission.local_capacity()}
             partition_of = dict.fromkeys(todo)
@@ -230,19 +277,27 @@ class CampaignRun:
                 "seed": self.seed, "started": self.started,
                 "order": [[family, path] for family, path in self.order if (family, path) in to_run]})
 
-    def watch_interrupts(self) -> None:
-        """Note a Ctrl-C for the end's message; Snakemake still gets its KeyboardInterrupt."""
-        previous = signal.getsignal(signal.SIGINT)
+    def watch_interrupts(self, also=()) -> None:
+        """Note a Ctrl-C for the end's message; Snakemake still gets its KeyboardInterrupt.
+
+        `also`: signals taken as a Ctrl-C. An allocation that ends (scancel, its time limit) sends SIGTERM to a
+        batch script's processes (and `salloc -K` to its command); a closed terminal sends salloc's command
+        SIGHUP. Either would kill Snakemake on the spot and leave its lock behind, which stops the rerun in the
+        next allocation. As a KeyboardInterrupt, Snakemake stops its jobs, writes the partial report and unlocks.
+        """
+        previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, *also)}
 
         def note(signum, frame):
             self.interrupted = self.interrupted or time.time()
-            if callable(previous):
-                previous(signum, frame)
+            handler = previous.get(signum)
+            if signum == signal.SIGINT and callable(handler):
+                handler(signum, frame)
             else:
                 raise KeyboardInterrupt
 
         with contextlib.suppress(ValueError):  # not the main thread: nothing to note
-            signal.signal(signal.SIGINT, note)
+            for signum in previous:
+                signal.signal(signum, note)
 
     def start(self, workflow) -> None:
         self.workflow = workflow
@@ -250,11 +305,14 @@ class CampaignRun:
         todo = self.points_to_run(workflow)
         self.admit(workflow, todo)
         local = workflow.executor_plugin is None or workflow.executor_plugin.name == "local"
-        if local:
+        in_allocation = allocation_profile(workflow)
+        # In an allocation the points run on its nodes, which are this job's alone: this host's lock (a login
+        # node's, shared by everyone) would only make unrelated campaigns wait for each other.
+        if local and not in_allocation:
             self.take_lock()
         # The run's wall time and the host's load start once the lock is ours: waiting is not the campaign's.
         self.started, self.host_load = time.time(), envinfo.HostLoad()
-        self.watch_interrupts()
+        self.watch_interrupts(also=(signal.SIGTERM, signal.SIGHUP) if in_allocation else ())
         self.write_launch_order(workflow)
         services = {family: families.load(family).services(self.config[family], campaign, points)
                     for family, points in todo.items()}

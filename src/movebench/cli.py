@@ -112,8 +112,11 @@ def _refusal(raw_config, profile: str, default_executor: str = "local") -> str |
     executor = settings.get("executor", default_executor)
     if executor not in ("local", "slurm"):
         return None
-    partition = dict(item.split("=", 1) for item in settings.get("default-resources") or []
-                     if isinstance(item, str) and "=" in item).get("slurm_partition")
+    defaults = dict(item.split("=", 1) for item in settings.get("default-resources") or []
+                    if isinstance(item, str) and "=" in item)
+    partition = defaults.get("slurm_partition")
+    if executor == "local" and "allocation" in defaults:
+        executor = "allocation"  # profiles/allocation: the allocation it runs in, not this host, is what points get
     tasks = planning.tasks(config, planning.grid(config))
     return campaign_run.refusal(config, tasks, executor, partition and partition.strip("'\""), ROOT)
 

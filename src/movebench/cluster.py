@@ -10,6 +10,8 @@
 - `allocation_env`: the allocation's node count and list, which the executor's job step removes
   from the environment of every rule (with every other `SLURM_*` variable but the job id), read
   back from `scontrol` for launchers that need them (`dragon`, Hydra's `mpiexec -launcher slurm`).
+- `allocation_capacity` / `allocation_info`: the allocation the campaign runs in under
+  `--profile allocation` (snakemake started inside `salloc`/`sbatch`), for admission and the meta.
 
 Facts of snakemake-executor-plugin-slurm 2.x this relies on (see docs/slurm.md):
 - A job that the status command does not list is assumed to be "not yet visible" and polled
@@ -373,3 +375,86 @@ def allocation_env(environ: dict, run=_run) -> dict[str, str]:
     if "NumNodes" not in fields or "NodeList" not in fields:
         return {}
     return {"SLURM_JOB_NUM_NODES": fields["NumNodes"].split("-")[0], "SLURM_JOB_NODELIST": fields["NodeList"]}
+
+
+# --------------------------------------------------------------------------- one allocation (profiles/allocation)
+
+#: What `--profile allocation` outside a Slurm job says: its points' `srun` steps would each queue a job of their own
+#: (or fail), which is the slurm profile's work, done without its preflight.
+NO_ALLOCATION = ("movebench: --profile allocation runs every point inside the Slurm allocation snakemake is started "
+                 "in, and there is none here (no SLURM_JOB_ID): run it inside salloc/sbatch (salloc -N 4 "
+                 "snakemake --profile allocation, or make sbatch NODES=4 TIME=1:00:00), or use --profile slurm")
+
+
+def _fields(text: str) -> dict[str, str]:
+    return dict(tok.split("=", 1) for tok in text.split() if "=" in tok)
+
+
+def _job_fields(job: str, run=_run) -> dict[str, str]:
+    proc = run(["scontrol", "show", "job", "-o", job])
+    return _fields(proc.stdout) if proc.returncode == 0 else {}
+
+
+def _cpus_per_node(text: str) -> list[int]:
+    """SLURM_JOB_CPUS_PER_NODE ("32(x2),16") as one count per node group."""
+    counts = []
+    for part in text.split(","):
+        m = re.fullmatch(r"(\d+)(?:\(x\d+\))?", part.strip())
+        if m:
+            counts.append(int(m.group(1)))
+    return counts
+
+
+def allocation_info(environ: dict, run=_run) -> dict | None:
+    """{job_id, nodes, nodelist} of the allocation `environ` is in; None outside one.
+
+    The environment first (salloc and sbatch set SLURM_JOB_NUM_NODES, or the older SLURM_NNODES); the job
+    step of Snakemake's slurm executor removes them, and then scontrol says.
+    """
+    job = environ.get("SLURM_JOB_ID")
+    if not job:
+        return None
+    nodes = environ.get("SLURM_JOB_NUM_NODES") or environ.get("SLURM_NNODES")
+    nodelist = environ.get("SLURM_JOB_NODELIST") or environ.get("SLURM_NODELIST")
+    if not (nodes and nodelist):
+        fields = _job_fields(job, run)
+        nodes = nodes or fields.get("NumNodes", "").split("-")[0] or None
+        nodelist = nodelist or fields.get("NodeList")
+    return {"job_id": job, "nodes": int(nodes) if nodes and nodes.isdigit() else None, "nodelist": nodelist}
+
+
+def allocation_capacity(environ: dict, run=_run):
+    """A node of the allocation `environ` is in, as admission sees it; None outside an allocation.
+
+    Nodes: the allocation's (a point on more can never run in it). Cores: SLURM_CPUS_ON_NODE (sbatch's
+    batch node), else the fewest of SLURM_JOB_CPUS_PER_NODE (salloc), else scontrol's NumCPUs / NumNodes.
+    Memory: SLURM_MEM_PER_NODE (the job asked --mem), else the smallest RealMemory of its nodes: without
+    --mem a job may use a whole node's memory where the site tracks memory at all.
+    """
+    from movebench.admission import Capacity
+
+    info = allocation_info(environ, run)
+    if info is None:
+        return None
+    cores = None
+    if (environ.get("SLURM_CPUS_ON_NODE") or "").isdigit():
+        cores = int(environ["SLURM_CPUS_ON_NODE"])
+    elif _cpus_per_node(environ.get("SLURM_JOB_CPUS_PER_NODE", "")):
+        cores = min(_cpus_per_node(environ["SLURM_JOB_CPUS_PER_NODE"]))
+    else:
+        fields = _job_fields(info["job_id"], run)
+        if fields.get("NumCPUs", "").isdigit() and info["nodes"]:
+            cores = int(fields["NumCPUs"]) // info["nodes"]
+    memory, source = None, "RealMemory"
+    if (environ.get("SLURM_MEM_PER_NODE") or "").isdigit():
+        memory, source = int(environ["SLURM_MEM_PER_NODE"]) * 2**20, "SLURM_MEM_PER_NODE"
+    elif info["nodelist"]:
+        proc = run(["scontrol", "show", "node", "-o", info["nodelist"]])
+        if proc.returncode == 0:
+            sizes = [_mebibytes(_fields(line).get("RealMemory")) for line in proc.stdout.splitlines()]
+            sizes = [size for size in sizes if size]
+            memory = min(sizes) if sizes else None
+    count = info["nodes"]
+    where = f"Slurm allocation {info['job_id']} ({count} node{'s' if count != 1 else ''}: {info['nodelist']})"
+    return Capacity(where=where, memory_bytes=memory, memory_source=source, cores=cores, max_nodes=count,
+                    local_storage=False, allocation=True)

@@ -474,6 +474,11 @@ def _run_launch(members: list[Member], name: str | None, args, signals: _Signals
 
             # Under Snakemake's slurm executor the job step hid the allocation's nodes: dragon and Hydra need them.
             env.update(cluster.allocation_env(env))
+            # Which allocation the point ran in, and how large: points of one campaign may share one (job groups,
+            # --profile allocation) and are compared knowing that.
+            allocation = cluster.allocation_info(env)
+        else:
+            allocation = None
         try:
             if signals.name:
                 raise InterruptedError  # before the kernel started: no kernel to start, and none to stop
@@ -518,6 +523,8 @@ def _run_launch(members: list[Member], name: str | None, args, signals: _Signals
                             launch_order_seed=_int_or_none(os.environ.get("MOVEBENCH_LAUNCH_ORDER_SEED")), **common)
                 if runtime.is_mpi:
                     meta["transport"] = run.transport.summary()
+                if allocation is not None:
+                    meta["allocation"] = allocation
                 with _writing(member.meta):
                     records.write_json(member.meta, meta)
                 os.replace(member.tmp("out"), member.out)

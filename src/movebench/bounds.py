@@ -17,8 +17,11 @@ pick among the provided rows of that kind:
 - `nearest`: the value nearest on a log scale (sizes);
 
 then the largest bound among the rows left. The point's `pct_of_bound` is its median bandwidth
-over the bound, in percent: above 100 means the point moved more than the bound allows, which
-is a measurement to distrust (a timer, a byte count, a cache) or a bound that does not apply.
+over the bound, in percent. A point is *above* its bound when its 95% CI lies wholly above the
+bound's (`ci_low` over `bound_ci_high_Bps`, where both are known; else the medians): it moved more
+than the bound allows, a measurement to distrust (a timer, a byte count, a cache) or a bound that
+does not apply. A median above the bound with overlapping intervals is the two figures' noise
+(*at* its bound), not a contradiction: both are measured, each with its spread.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import pandas as pd
 
 from movebench import families
 
-COLUMNS = ("bound_Bps", "bound", "bound_note", "pct_of_bound")
+COLUMNS = ("bound_Bps", "bound_ci_high_Bps", "bound", "bound_note", "pct_of_bound")
 
 
 def provided(sections: dict) -> pd.DataFrame:
@@ -72,7 +75,11 @@ def resolve(request: dict, bounds: pd.DataFrame) -> dict:
         distance = rows[key].map(lambda v, want=want: _log_distance(float(v), float(want)))
         rows = rows[distance == distance.min()]
     best = rows.loc[rows["bound_Bps"].idxmax()]
-    return {"bound_Bps": float(best["bound_Bps"]), "bound": best["label"], "bound_note": "; ".join(notes)}
+    found = {"bound_Bps": float(best["bound_Bps"]), "bound": best["label"], "bound_note": "; ".join(notes)}
+    high = best.get("bound_ci_high_Bps") if "bound_ci_high_Bps" in rows else None
+    if high is not None and high == high:
+        found["bound_ci_high_Bps"] = float(high)
+    return found
 
 
 def attach(name: str, summary: pd.DataFrame, points: pd.DataFrame, bounds: pd.DataFrame) -> pd.DataFrame:
@@ -95,11 +102,30 @@ def attach(name: str, summary: pd.DataFrame, points: pd.DataFrame, bounds: pd.Da
             summary.at[index, "pct_of_bound"] = 100 * row["median"] / found["bound_Bps"]
     summary["pct_of_bound"] = pd.to_numeric(summary["pct_of_bound"], errors="coerce")
     summary["bound_Bps"] = pd.to_numeric(summary["bound_Bps"], errors="coerce")
+    summary["bound_ci_high_Bps"] = pd.to_numeric(summary["bound_ci_high_Bps"], errors="coerce")
     return summary
 
 
+def _beyond(summary: pd.DataFrame) -> pd.Series:
+    """Whether each row's CI lies wholly above its bound's (the medians where an interval is unknown)."""
+    low = pd.to_numeric(summary["ci_low"], errors="coerce") if "ci_low" in summary else summary["median"] * float("nan")
+    high = summary["bound_ci_high_Bps"] if "bound_ci_high_Bps" in summary else summary["bound_Bps"] * float("nan")
+    point = low.where(low.notna(), summary["median"])
+    bound = high.where(high.notna(), summary["bound_Bps"])
+    return point > bound
+
+
 def above(summary: pd.DataFrame, limit: float = 100.0) -> pd.DataFrame:
-    """The bandwidth rows above `limit` percent of their bound."""
+    """The bandwidth rows above their bound beyond both figures' uncertainty (see the module docstring)."""
     if summary.empty or "pct_of_bound" not in summary:
         return summary.iloc[0:0]
-    return summary[summary["pct_of_bound"] > limit]
+    over = summary[summary["pct_of_bound"] > limit]
+    return over[_beyond(over)] if len(over) else over
+
+
+def at_bound(summary: pd.DataFrame, limit: float = 100.0) -> pd.DataFrame:
+    """The bandwidth rows whose median is above their bound but whose CI overlaps the bound's: within noise."""
+    if summary.empty or "pct_of_bound" not in summary:
+        return summary.iloc[0:0]
+    over = summary[summary["pct_of_bound"] > limit]
+    return over[~_beyond(over)] if len(over) else over

@@ -52,7 +52,15 @@ def _limited(name: str, section: dict) -> list[dict]:
 def _above_bound(name: str, summary) -> list[dict]:
     above = bounds.above(summary)
     if above.empty:
-        return []
+        near = bounds.at_bound(summary)
+        if near.empty:
+            return []
+        worst = near.sort_values("pct_of_bound", ascending=False).iloc[0]
+        n = len(near)
+        return [{"level": "info", "link": f"#{name}-summary",
+                 "text": f"{name}: {n} point{'s' if n > 1 else ''} at {'their' if n > 1 else 'its'} upper bound "
+                         f"(median above it, the 95% CIs overlapping: the two figures' noise), the highest "
+                         f"{worst['point']} at {sig(worst['pct_of_bound'])}% of {worst['bound']}"}]
     worst = above.sort_values("pct_of_bound", ascending=False).iloc[0]
     n = len(above)
     return [{"level": "bad", "link": f"#{name}-bounds",

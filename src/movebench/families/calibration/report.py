@@ -81,11 +81,13 @@ class CalibrationReport(FamilyReport):
         for r in bw.itertuples():
             if r.probe == "memcpy":
                 rows.append({"kind": "memcpy", "ranks": int(r.ranks), "size": int(r.size), "bound_Bps": r.median,
+                             "bound_ci_high_Bps": getattr(r, "ci_high", None),
                              "label": f"memcpy, {int(r.ranks)} process{'es' if r.ranks > 1 else ''} at "
                                       f"{format_size(int(r.size))}", "source": f"calibration/{r.point}"})
             elif r.probe == "fio":
                 rows.append({"kind": "fio", "pattern": r.pattern, "ranks": int(r.ranks),
                              "size_per_proc": int(r.size_per_proc), "path": paths.get(r.point), "bound_Bps": r.median,
+                             "bound_ci_high_Bps": getattr(r, "ci_high", None),
                              "label": f"fio {r.pattern}, {int(r.ranks)} jobs at {format_size(int(r.size_per_proc))}",
                              "source": f"calibration/{r.point}"})
         return rows

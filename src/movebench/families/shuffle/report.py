@@ -198,6 +198,7 @@ class ShuffleReport(FamilyReport):
         for nodes, group in bidi.groupby("nodes"):
             best = group.loc[group["median"].idxmax()]
             rows.append({"kind": "network", "nodes": int(nodes), "bound_Bps": best["median"],
+                         "bound_ci_high_Bps": best.get("ci_high"),
                          "label": f"best bidi at {int(nodes)} nodes ({int(best['ranks'])} ranks, "
                                   f"{format_size(int(best['message_size']))}, window {int(best['window'])})",
                          "source": f"shuffle/{best['point']}"})

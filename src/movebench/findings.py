@@ -82,7 +82,9 @@ def _between_launches(name: str, summary) -> list[dict]:
         return []
     worst = rows.sort_values("between_share", ascending=False).iloc[0]
     n = rows["point"].nunique()
-    return [{"level": "warn", "link": f"#{name}-summary",
+    # info, not a warning: the campaign measured several launches, so its intervals and verdicts already carry
+    # that spread; what the line tells is how the machine behaves, not that a figure is wrong
+    return [{"level": "info", "link": f"#{name}-summary",
              "text": f"{name}: {n} point{'s' if n > 1 else ''}: most of {'their' if n > 1 else 'its'} spread is "
                      f"between launches: figures from one launch would mislead (the most {worst['point']}, "
                      f"{100 * worst['between_share']:.0f}% of its {worst['measure']} spread)"}]

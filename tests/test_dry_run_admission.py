@@ -37,6 +37,13 @@ def test_plan_and_dry_run_name_the_points_the_run_would_refuse(tmp_path, section
     dry = movebench(tmp_path, sections, "run", "--dry-run", "--quiet", "rules")
     assert dry.returncode == 1, dry.stdout[-2000:] + dry.stderr[-2000:]
     assert "the real run would stop before any job" in dry.stderr and named in dry.stderr
+    assert dry.stderr.count("the real run would stop") == 1  # said once, by the wrapper
+    # plain snakemake -n says it too (after its own summary; its exit status stays Snakemake's)
+    plain = subprocess.run([PYTHON, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--profile",
+                            str(ROOT / "profiles" / "local"), "--configfile", str(tmp_path / "config.yaml"), "-n"],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert plain.returncode == 0 and "the real run would stop before any job" in plain.stderr, plain.stderr[-2000:]
+    assert named in plain.stderr
     assert not (tmp_path / "results" / "raw").exists()  # nothing ran
 
 

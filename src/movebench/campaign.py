@@ -79,6 +79,10 @@ def task_of(tasks: dict, family: str, path: str) -> Task:
                          "ask for results/report.html or a point the config sweeps") from None
 
 
+#: set by `python -m movebench run --dry-run`, which says the verdict itself (and fails on it)
+DRY_RUN_VERDICT_ENV = "MOVEBENCH_DRY_RUN_VERDICT"
+
+
 def pending_points(config: dict, tasks: dict, root: Path | None = None) -> dict[str, list[dict]]:
     """Family -> the points with a launch whose records are missing: what a run would measure, from the files
     alone (what a dry run or a plan can know before Snakemake's DAG)."""
@@ -182,6 +186,9 @@ class CampaignRun:
 
     def at_exit(self) -> None:
         workflow = self.workflow_at_exit
+        if (workflow.executor_plugin is not None and workflow.dryrun and not self.snakemake_error
+                and os.environ.get(DRY_RUN_VERDICT_ENV) != "said"):
+            self.say_dry_run_verdict(workflow)
         real_run = (workflow.executor_plugin is not None and not workflow.dryrun and not workflow.touch
                     and not workflow.execution_settings.no_hooks)
         if self.snakemake_error and real_run and not self.ended:
@@ -202,6 +209,22 @@ class CampaignRun:
         if family in self.tasks and "point_path" in job.wildcards.keys():
             return family, [job.wildcards.point_path]
         return None
+
+    def say_dry_run_verdict(self, workflow) -> None:
+        """After a dry run: what admission would refuse in the real run's onstart, which a dry run never reaches
+        (Snakemake calls no hook then). Where the points would run is read from the profile's default resources:
+        the dry run's executor is Snakemake's stand-in, not the profile's."""
+        try:
+            defaults = dict(workflow.resource_settings.default_resources.parsed or {})
+        except Exception:  # noqa: BLE001 - an older or newer Snakemake: the real run still admits
+            defaults = {}
+        executor = ("allocation" if "allocation" in defaults
+                    else "slurm" if str(defaults.get("mpi", "")).startswith("srun") else "local")
+        partition = defaults.get("slurm_partition")
+        refused = refusal(self.config, self.tasks, executor, str(partition) if partition else None)
+        if refused:
+            print(refused.replace("refused before any job", "the real run would stop before any job"),
+                  file=sys.stderr, flush=True)
 
     def points_to_run(self, workflow) -> dict[str, list[dict]]:
         todo: dict[str, list[dict]] = {}

@@ -77,6 +77,8 @@ def run(args, snakemake_args: list[str]) -> int:
     cmd += snakemake_args
     started = time.time()
     print("movebench: " + " ".join(cmd), flush=True)
+    if DRY_RUN.intersection(snakemake_args):
+        os.environ[campaign_run.DRY_RUN_VERDICT_ENV] = "said"  # said below, once, with the exit status it earns
     rc = _snakemake(cmd)
     if rc == 0 and DRY_RUN.intersection(snakemake_args):
         # Admission runs in the real run's onstart, which a dry run never reaches: what it would refuse is said

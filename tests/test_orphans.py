@@ -86,3 +86,59 @@ def test_a_sigkilled_snakemake_leaves_no_point_running_and_the_rerun_completes(t
     subprocess.run(command(work, "--unlock"), cwd=work, capture_output=True, text=True, timeout=120, check=True)
     subprocess.run(command(work), cwd=work, capture_output=True, text=True, timeout=300, check=True)
     assert len(list((work / "results" / "raw").rglob("*.jsonl"))) == 1
+
+
+FAKE_SNAKEMAKE = """#!{python}
+# Stands in for snakemake: runs launch and waits for it, until the launcher below kills it.
+import os, subprocess, sys
+os.environ["FAKE_SNAKEMAKE_PID"] = str(os.getpid())
+subprocess.run(sys.argv[1:])
+"""
+
+# The MPI launcher: the point's kernel runs to its end, then the snakemake that started launch is killed before
+# launch sees the kernel end and books the point (as a snakemake killed at that moment would be).
+KILLING_LAUNCHER = """#!/bin/sh
+{mpiexec} "$@"
+rc=$?
+kill -9 "$FAKE_SNAKEMAKE_PID"
+sleep 0.3
+exit $rc
+"""
+
+
+def test_a_point_that_finishes_after_its_snakemake_ended_is_kept_and_not_measured_again(tmp_path):
+    from movebench import config as campaign_config
+    from movebench import plan
+
+    config = campaign_config.validate({
+        "campaign": {"name": "kept", "results_dir": str(tmp_path / "results"), "launches": 1, "repetitions": 2,
+                     "warmups": 0},
+        "shuffle": {"patterns": ["uni"], "ranks": [2], "nodes": [1], "windows": [1], "message_sizes": ["4KiB"],
+                    "iterations": 20}})
+    (where, task), = plan.tasks(config, plan.grid(config))["shuffle"].items()
+    raw = tmp_path / "results" / "raw" / "shuffle"
+    out, meta, kept = raw / f"{where}.jsonl", raw / f"{where}.meta.json", tmp_path / "results" / ".kept"
+    out.parent.mkdir(parents=True)
+    argv = [PYTHON, "-m", "movebench.launch", "--task", json.dumps(task.to_dict()), "--out", str(out),
+            "--meta", str(meta), "--failed", str(tmp_path / "failed.json"), "--kept", str(kept)]
+    fake, launcher = tmp_path / "snakemake", tmp_path / "launcher.sh"
+    fake.write_text(FAKE_SNAKEMAKE.format(python=PYTHON))
+    launcher.write_text(KILLING_LAUNCHER.format(mpiexec=Path(PYTHON).with_name("mpiexec")))
+    for script in (fake, launcher):
+        script.chmod(0o755)
+    subprocess.run([str(fake), *argv, "--launcher", str(launcher), "--log", str(tmp_path / "first.log")],
+                   timeout=120)
+    kept_task = kept / "shuffle" / f"{where}.task.json"
+    wait_for(lambda: kept_task.exists() and out.exists(), 60, "the orphaned launch to keep its point")
+    log = wait_for(lambda: "not measure it again" in (tmp_path / "first.log").read_text()
+                   and (tmp_path / "first.log").read_text(), 30, "launch's line")
+    assert "finished after the snakemake that started it ended" in log
+    first = json.loads(meta.read_text())
+    # the rerun, as Snakemake runs it: the job's outputs were marked incomplete, so it deletes them first
+    out.unlink()
+    meta.unlink()
+    again = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "not measured again" in again.stdout and "records in" not in again.stdout
+    assert json.loads(meta.read_text())["launch_start"] == first["launch_start"]
+    assert not list(kept.rglob("*.jsonl"))  # booked: nothing waits any more

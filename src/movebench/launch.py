@@ -351,7 +351,8 @@ def run_point(args) -> int:
                           Path(args.kept) if args.kept else None)
                    for task, out, meta in zip(members, args.records, args.metas, strict=True)]
     else:
-        members, name = [Member(args.task, Path(args.out), Path(args.meta), Path(args.failed))], None
+        members, name = [Member(args.task, Path(args.out), Path(args.meta), Path(args.failed),
+                                Path(args.kept) if args.kept else None)], None
     try:
         return _run_launch(members, name, args, signals)
     except DiskFull as exc:
@@ -366,7 +367,8 @@ def _where(task: Task) -> str:
 
 
 def _restore(member: Member) -> bool:
-    """A member a failed run of its launch group finished, put back when its task is unchanged."""
+    """A point finished in an earlier run that nobody booked (its launch group failed, or the snakemake that
+    started it ended), put back when its task is unchanged."""
     if member.kept is None:
         return False
     records_kept, meta_kept, task_kept = member.kept_files()
@@ -419,6 +421,7 @@ def _run_launch(members: list[Member], name: str | None, args, signals: _Signals
     """Measure `members` in one launch (a launch group when `name` is set), each point's outcome its own."""
     family = members[0].task.family
     runtime = launchers.runtime(members[0].task)
+    label = f"launch group {name}" if name else members[0].where
     for member in members:
         member.out.parent.mkdir(parents=True, exist_ok=True)
     task_path = members[0].out.with_name(f".{members[0].out.name}.{os.getpid()}.task.json")
@@ -427,7 +430,8 @@ def _run_launch(members: list[Member], name: str | None, args, signals: _Signals
     try:
         for member in members:
             if _restore(member):
-                _say(f"movebench: {family} {member.where}: finished in an earlier run of its launch group, kept")
+                _say(f"movebench: {family} {member.where}: finished in an earlier run that was not booked (its "
+                     "launch group failed, or its snakemake ended): kept, not measured again")
                 done.append(member)
                 continue
             enough, repetitions = adaptive_launch(member.task, member.out, member.where)
@@ -547,6 +551,12 @@ def _run_launch(members: list[Member], name: str | None, args, signals: _Signals
                 _say(f"movebench: {family} launch group {name}: {len(done)} of {len(members)} points finished and "
                      "are kept for the rerun, which measures only the others", sys.stderr)
             return 1
+        if signals.starter.gone(force=True):
+            # Snakemake ended while this launch ran: it will rerun the job (its outputs are marked incomplete), and
+            # the rerun finds these points here instead of measuring them twice.
+            _say(f"movebench: {family} {label}: finished after the snakemake that started it ended; kept for its "
+                 "rerun, which will not measure it again", sys.stderr)
+            return 0
         for member in done:
             _forget(member)
         return 0
@@ -615,7 +625,8 @@ def parser() -> argparse.ArgumentParser:
                    help="where a failure record goes (with --group: the folder of the families' failure records)")
     p.add_argument("--records", nargs="+", help="with --group: each point's records (.jsonl), in the group's order")
     p.add_argument("--metas", nargs="+", help="with --group: each point's meta (.meta.json), in the group's order")
-    p.add_argument("--kept", help="with --group: where finished points wait out a failed launch of their group")
+    p.add_argument("--kept", help="where finished points wait for a rerun that will book them (a failed launch group, "
+                        "a snakemake that ended meanwhile)")
     p.add_argument("--log", help="the point's log: launch's and the kernel's output go there, and a failure's one "
                                  "line (naming this log) to stderr too")
     p.add_argument("--config-hash", default=os.environ.get("MOVEBENCH_CONFIG_HASH"),

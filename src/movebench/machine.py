@@ -148,12 +148,13 @@ class Starter:
                 return
             pid = _parent(pid)
 
-    def gone(self) -> bool:
-        """Whether the snakemake seen at the start has ended (looked at most once a second); False without one."""
+    def gone(self, force: bool = False) -> bool:
+        """Whether the snakemake seen at the start has ended (looked at most once a second unless `force`); False
+        without one."""
         if self.pid is None:
             return False
         now = time.monotonic()
-        if now - self._looked < self.LOOK_EVERY_S:
+        if not force and now - self._looked < self.LOOK_EVERY_S:
             return False
         self._looked = now
         return _start_ticks(self.pid) != self.ticks

@@ -47,6 +47,7 @@ def point_params(family):
             campaign.task_of(TASKS, family, w.point_path).to_dict()
         ),
         "failed": lambda w: f"{FAILED}/{family}/{w.point_path}.json",
+        "kept": f"{RESULTS}/.kept",
         "timeout": CAMPAIGN["timeout"],
         # The profile picks the MPI launcher with default-resources mpi=...; plain runs use mpiexec.
         "launcher": lambda w, resources: getattr(resources, "mpi", "mpiexec"),
@@ -120,7 +121,7 @@ def group_resources(group):
 LAUNCH = (
     "python -m movebench.launch --task {params.task:q} --launcher {params.launcher:q}"
     " --timeout {params.timeout} --out {output.records:q} --meta {output.meta:q}"
-    " --failed {params.failed:q} --log {log:q}"
+    " --failed {params.failed:q} --kept {params.kept:q} --log {log:q}"
 )
 
 # A launch group's job: its members' tasks; each member's records, meta and failure record at its own path.

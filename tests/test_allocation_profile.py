@@ -20,32 +20,17 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from conftest import PYTHON, ROOT, slurm_client_env
 from movebench.core.records import read_jsonl
+from test_slurm_campaign import TINY as SLURM_TINY
+from test_slurm_campaign import metas, write_config
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux only")
 
-TINY = {
-    "campaign": {"name": "tiny-allocation", "results_dir": "results",
-                 "launches": 1, "repetitions": 2, "warmups": 1, "timeout": 60},
-    "shuffle": {
-        "patterns": ["uni"],
-        "ranks": [2],
-        "nodes": [1, 2],
-        "message_sizes": ["4KiB"],
-        "windows": [4],
-        "iterations": 5,
-        "tuples_per_rank": 2000,
-        "tuple_size": 32,
-        "skew": [0],
-    },
-}
-
-
-def write_config(workdir: Path, config: dict) -> None:
-    (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+# test_slurm_campaign's tiny campaign, one pattern and two repetitions: each run here is its own allocation
+TINY = {"campaign": {**SLURM_TINY["campaign"], "name": "tiny-allocation", "repetitions": 2},
+        "shuffle": {**SLURM_TINY["shuffle"], "patterns": ["uni"]}}
 
 
 def snakemake_argv(workdir: Path, *args: str) -> list[str]:
@@ -58,25 +43,24 @@ def salloc_argv(nodes: int, workdir: Path, *args: str) -> list[str]:
     return ["salloc", "-N", str(nodes), "-t", "10", *snakemake_argv(workdir, *args)]
 
 
+def in_allocation(nodes: int, workdir: Path, env: dict, timeout: float = 300) -> tuple:
+    """(the campaign in `workdir` run under `salloc -N nodes` as a user types it, its wall time)."""
+    t0 = time.monotonic()
+    proc = subprocess.run(salloc_argv(nodes, workdir), cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    return proc, time.monotonic() - t0
+
+
 def granted(text: str) -> str:
     m = re.search(r"Granted job allocation (\d+)", text)
     assert m, text[-3000:]
     return m.group(1)
 
 
-def metas(workdir: Path) -> dict[str, dict]:
-    raw = workdir / "results" / "raw" / "shuffle"
-    return {str(p.relative_to(raw)).removesuffix(".meta.json"): json.loads(p.read_text())
-            for p in raw.rglob("*.meta.json")}  # fmt: skip
-
-
 @pytest.mark.slurm
 def test_points_of_one_and_two_nodes_run_as_steps_of_one_allocation(slurm_cluster, tmp_path):
     write_config(tmp_path, TINY)
-    t0 = time.monotonic()
-    proc = subprocess.run(salloc_argv(2, tmp_path), cwd=ROOT, env=slurm_client_env(slurm_cluster),
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
-    took = time.monotonic() - t0
+    proc, took = in_allocation(2, tmp_path, slurm_client_env(slurm_cluster))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     job = granted(proc.stderr)
     by_point = metas(tmp_path)
@@ -107,10 +91,7 @@ def test_a_point_bigger_than_the_allocation_is_refused_before_any_point_runs(slu
     config = json.loads(json.dumps(TINY))
     config["shuffle"].update(ranks=[4], nodes=[1, 3])
     write_config(tmp_path, config)
-    t0 = time.monotonic()
-    proc = subprocess.run(salloc_argv(2, tmp_path), cwd=ROOT, env=slurm_client_env(slurm_cluster),
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
-    took = time.monotonic() - t0
+    proc, took = in_allocation(2, tmp_path, slurm_client_env(slurm_cluster), timeout=120)
     assert proc.returncode != 0
     job = granted(proc.stderr)
     assert (f"movebench: refused before any job: 1 point or folder does not fit Slurm allocation {job} "
@@ -168,10 +149,7 @@ def test_a_killed_batch_allocation_leaves_a_campaign_the_next_allocation_complet
     # Snakemake unlocked on its way out: the next run needs no --unlock
     assert not list((tmp_path / ".snakemake" / "locks").glob("*")), text[-3000:]
 
-    t0 = time.monotonic()
-    proc = subprocess.run(salloc_argv(2, tmp_path), cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
-    took = time.monotonic() - t0
+    proc, took = in_allocation(2, tmp_path, env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     second = granted(proc.stderr)
     by_point = metas(tmp_path)
@@ -221,7 +199,7 @@ def test_kv_points_run_from_the_batch_script_and_are_refused_under_salloc(slurm_
     write_config(tmp_path, KV)
     env = slurm_client_env(slurm_cluster) | {"MOVEBENCH_PYTHON": PYTHON}
     # salloc runs snakemake on this host, no node of the allocation: Dragon would run here, refused first
-    proc = subprocess.run(salloc_argv(2, tmp_path), cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    proc, _ = in_allocation(2, tmp_path, env, timeout=120)
     assert proc.returncode != 0 and "refused before any job: 2 points or folders" in proc.stderr, proc.stderr[-3000:]
     assert "Dragon runs where snakemake runs, and that is no node of the allocation" in proc.stderr
     assert not (tmp_path / "results" / "raw").exists()

@@ -115,17 +115,18 @@ def _beyond(summary: pd.DataFrame) -> pd.Series:
     return point > bound
 
 
-def above(summary: pd.DataFrame, limit: float = 100.0) -> pd.DataFrame:
-    """The bandwidth rows above their bound beyond both figures' uncertainty (see the module docstring)."""
+def _over(summary: pd.DataFrame, limit: float, beyond: bool) -> pd.DataFrame:
     if summary.empty or "pct_of_bound" not in summary:
         return summary.iloc[0:0]
     over = summary[summary["pct_of_bound"] > limit]
-    return over[_beyond(over)] if len(over) else over
+    return over[_beyond(over) == beyond] if len(over) else over
+
+
+def above(summary: pd.DataFrame, limit: float = 100.0) -> pd.DataFrame:
+    """The bandwidth rows above their bound beyond both figures' uncertainty (see the module docstring)."""
+    return _over(summary, limit, beyond=True)
 
 
 def at_bound(summary: pd.DataFrame, limit: float = 100.0) -> pd.DataFrame:
     """The bandwidth rows whose median is above their bound but whose CI overlaps the bound's: within noise."""
-    if summary.empty or "pct_of_bound" not in summary:
-        return summary.iloc[0:0]
-    over = summary[summary["pct_of_bound"] > limit]
-    return over[~_beyond(over)] if len(over) else over
+    return _over(summary, limit, beyond=False)

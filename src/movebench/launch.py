@@ -533,7 +533,8 @@ def _run_launch(members: list[Member], name: str | None, args, signals: _Signals
                     records.write_json(member.meta, meta)
                 os.replace(member.tmp("out"), member.out)
                 member.failed.unlink(missing_ok=True)
-                _keep(member)
+                if name:  # a later member may still fail the group's job: Snakemake would delete this one's files
+                    _keep(member)
                 done.append(member)
                 _say(f"movebench: {family} {member.where}: {len(recs)} records in {ended - started:.1f} s"
                      + (f" (launch group {name}, {len(to_run)} points)" if name else ""))
@@ -554,6 +555,8 @@ def _run_launch(members: list[Member], name: str | None, args, signals: _Signals
         if signals.starter.gone(force=True):
             # Snakemake ended while this launch ran: it will rerun the job (its outputs are marked incomplete), and
             # the rerun finds these points here instead of measuring them twice.
+            for member in done:
+                _keep(member)
             _say(f"movebench: {family} {label}: finished after the snakemake that started it ended; kept for its "
                  "rerun, which will not measure it again", sys.stderr)
             return 0

@@ -109,21 +109,22 @@ class BenchmarkLock:
             self.fd = None
 
 
-def _start_ticks(pid: int) -> int | None:
-    """A process's start time in clock ticks (tells a live process from a reused PID)."""
+def _stat_field(pid: int, index: int) -> int | None:
+    """Field `index` of /proc/<pid>/stat, counted from the state after the command's closing parenthesis."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return int(text[text.rindex(")") + 2:].split()[19])
+    return int(text[text.rindex(")") + 2:].split()[index])
+
+
+def _start_ticks(pid: int) -> int | None:
+    """A process's start time in clock ticks (tells a live process from a reused PID)."""
+    return _stat_field(pid, 19)
 
 
 def _parent(pid: int) -> int | None:
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(text[text.rindex(")") + 2:].split()[1])
+    return _stat_field(pid, 1)
 
 
 class Starter:

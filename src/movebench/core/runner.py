@@ -84,10 +84,10 @@ def load_task(argv=None) -> Task:
     return Task.from_dict(data)
 
 
-def each_task(argv=None):
-    """`(task, group_meta)` for each of the launch's tasks, in order, what a task left released before the next
-    one starts (`release_memory`)."""
-    tasks = load_tasks(argv)
+def each_task(argv=None, tasks: list[Task] | None = None):
+    """`(task, group_meta)` for each of the launch's tasks (`tasks`, else those the task file names), in order, what
+    a task left released before the next one starts (`release_memory`)."""
+    tasks = load_tasks(argv) if tasks is None else tasks
     for position, task in enumerate(tasks):
         yield task, {"group_position": position, "group_size": len(tasks)}
         if position + 1 < len(tasks):

@@ -500,7 +500,7 @@ def main(argv=None):
     # kv's setting ddict_per_group (its schema says what it changes; docs/kernels.md has the figures)
     ddicts = GroupDDict(reuse=len(tasks) > 1 and all(t.settings.get("ddict_per_group") for t in tasks))
     failed = []
-    for task, group_meta in each_task(argv):
+    for task, group_meta in each_task(tasks=tasks):
         position, size = group_meta["group_position"], group_meta["group_size"]
         try:
             recs, meta = run_head(task, head_start, 0.0 if position else startup_s, ddicts, last=position == size - 1)

@@ -161,5 +161,8 @@ def test_a_campaign_runs_its_launches_interleaved_and_reports_them(tmp_path):
     summary = pd.read_csv(results / "tables" / "shuffle_summary.csv")
     assert (summary["launches"] == 3).all()
     assert (pd.read_csv(results / "tables" / "shuffle_points.csv")["status"] == "ok").all()
+    # Snakemake's default rate limit was dropped before the first job (tests/test_profiles.py): the
+    # run went without its timers, and (the snakemake call above returning at all) exited.
+    assert json.loads((results / "campaign_run.json").read_text())["scheduler_rate_limit"] is None
     dry = snakemake(work, "--dry-run")
     assert "shuffle_point" not in dry.stdout  # every launch is done: a rerun runs nothing

@@ -120,6 +120,25 @@ def allocation_profile(workflow) -> bool:
     return executor == "local" and defaults is not None and "allocation" in defaults
 
 
+def drop_default_rate_limit(scheduler) -> str | None:
+    """Remove Snakemake's default job rate limit (100 jobs in 1 s) from its scheduler before the first
+    pass; a limit the user set is kept. The limit in force afterwards, as "N/Ts", or None.
+
+    At that limit every scheduling pass starts a timer for another pass one timespan later, and each
+    finished job adds such a chain: on the default campaign the scheduler used 50-75% of a core all
+    run long, next to the benchmark (docs/architecture.md, "The scheduler"). A long timespan in the
+    profiles is no way out: the timers are not daemon threads, and snakemake waits for the last one
+    before it exits. Snakemake offers no setting for "no limit", and builds the limiter before the
+    Snakefile's onstart, hence this. One point runs at a time, and sbatch paces its submissions."""
+    limiter = getattr(scheduler, "job_rate_limiter", None)
+    if limiter is None:
+        return None
+    if (limiter.max_jobs, float(limiter.timespan)) == (100, 1.0):
+        scheduler.job_rate_limiter = None
+        return None
+    return f"{limiter.max_jobs}/{limiter.timespan:g}s"
+
+
 def dragon_off_node(todo: dict[str, list[dict]], environ: dict) -> list[str]:
     """Dragon points where snakemake runs on no node of the allocation (salloc on a login node), one line each.
 
@@ -155,6 +174,7 @@ class CampaignRun:
         self.services = contextlib.ExitStack()
         self.started = time.time()
         self.host_load = envinfo.HostLoad()
+        self.rate_limit: str | None = None
         self.command = shlex.join(sys.argv)
         self.workflow = None
         self.lock = None
@@ -335,6 +355,7 @@ class CampaignRun:
             self.take_lock()
         # The run's wall time and the host's load start once the lock is ours: waiting is not the campaign's.
         self.started, self.host_load = time.time(), envinfo.HostLoad()
+        self.rate_limit = drop_default_rate_limit(getattr(workflow, "scheduler", None))
         self.watch_interrupts(also=(signal.SIGTERM, signal.SIGHUP) if in_allocation else ())
         self.write_launch_order(workflow)
         services = {family: families.load(family).services(self.config[family], campaign, points)
@@ -361,7 +382,8 @@ class CampaignRun:
         ended = time.time()
         # host_load: CPUs other processes kept busy meanwhile (compare warns about a busy side).
         info = {"start": self.started, "end": ended, "wall_s": ended - self.started, "ok": ok,
-                "command": self.command, "host_load": self.host_load.finish()}
+                "command": self.command, "host_load": self.host_load.finish(),
+                "scheduler_rate_limit": self.rate_limit}
         try:
             records.write_text(self.results / "campaign_run.json", json.dumps(info, indent=2) + "\n")
         except OSError as exc:

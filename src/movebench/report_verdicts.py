@@ -92,7 +92,23 @@ def config_problems(config: dict) -> list[tuple[str, object, str]]:
         for key, value, hint in _reference_problems(str(refs), _mtime(refs)):
             where = "" if key == "(file)" else f" {key} = {value!r}:"
             problems.append(("campaign.references", campaign.get("references", PUBLISHED), f"{refs}:{where} {hint}"))
+    studies = campaign.get("studies") or []
+    if studies:
+        known = _study_keys(str(refs), _mtime(refs)) if refs is not None else ()
+        for i, study in enumerate(studies):
+            if study not in known:
+                problems.append((f"campaign.studies[{i}]", study,
+                                 "not a study of the references file: " + (", ".join(known) if known else
+                                                                           "set campaign.references")))
     return problems
+
+
+@functools.cache
+def _study_keys(path: str, mtime: int | None) -> tuple:
+    try:
+        return tuple(sorted(references.load(path).get("studies") or {}))
+    except references.ReferencesError:
+        return ()
 
 
 def _mtime(path: Path) -> int | None:

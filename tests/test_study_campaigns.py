@@ -1,0 +1,80 @@
+"""The studies' campaigns that ship in config/studies/: each `here` file dry-runs cleanly on this machine, each
+`published` file validates as on the study's cluster and carries the study's parameters, and `plan` prices it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from conftest import PYTHON, ROOT
+from movebench import campaign, cli, plan
+from movebench import config as campaign_config
+from movebench.core.problems import ConfigError
+
+STUDIES = ROOT / "config" / "studies"
+HERE = sorted(p for p in STUDIES.glob("*.yaml") if not p.stem.endswith("-published"))
+PUBLISHED = sorted(STUDIES.glob("*-published.yaml"))
+#: what a study's cluster has that this 2-CPU machine lacks: cores for gups_ddict's 32 clients per node, and an
+#: Azure account (the value is never used: validation only checks that credentials are named)
+FAKE_ACCOUNT = "DefaultEndpointsProtocol=https;AccountName=movebench;AccountKey=eA==;EndpointSuffix=core.windows.net"
+
+
+def test_every_study_has_both_scales():
+    assert [p.stem for p in HERE] == [p.stem.removesuffix("-published") for p in PUBLISHED]
+    assert len(HERE) == 4
+
+
+@pytest.mark.parametrize("path", HERE, ids=lambda p: p.stem)
+def test_here_campaign_dry_runs_on_this_machine(tmp_path, path):
+    # cwd tmp_path: the campaign's relative results_dir lands there, not in the checkout
+    dry = subprocess.run([PYTHON, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--profile",
+                          str(ROOT / "profiles" / "local"), "--configfile", str(path), "-n"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert "would stop" not in dry.stderr, dry.stderr[-3000:]
+    assert "_point" in dry.stdout or "_group_" in dry.stdout
+    config = campaign.validate(campaign_config.load(path))
+    assert config["campaign"]["studies"], "a study campaign names the study it reproduces"
+
+
+def _published(path, monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 128)
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", FAKE_ACCOUNT)
+    return campaign.validate(campaign_config.load(path))
+
+
+def test_published_campaigns_carry_the_studies_parameters(monkeypatch):
+    configs = {p.stem.removesuffix("-published"): _published(p, monkeypatch) for p in PUBLISHED}
+    kv = configs["ddict"]["kv"]
+    assert kv["nodes"] == [2**i for i in range(10)] and kv["managers_per_node"] == [2]
+    assert kv["data_formats"] == ["numpy"] and kv["mem_frac"] == 0.6 and kv["value_sizes"]["to"] == "64MiB"
+    grid = plan.grid(configs["ddict"])["kv"]
+    assert len({p["value_size"] for p in grid}) == 17  # 1 KiB .. 64 MiB by powers of two
+    io = configs["cloud-output"]["io"]
+    assert (io["ranks"], io["nodes"], io["repetitions"] if "repetitions" in io else
+            configs["cloud-output"]["campaign"]["repetitions"]) == ([20], [5], 100)
+    assert {"blob", "fileshare", "posix"} <= set(io["backends"])
+    assert len({p["size_per_proc"] for p in plan.grid(configs["cloud-output"])["io"]}) == 11  # 1 MiB .. 1 GiB
+    bcast = configs["bcast"]["bcast"]
+    assert bcast["ranks"] == [16] and [10000, 10000] in bcast["shapes"] and bcast["densities"] == [0.0008, 0.008, 0.6]
+    shuffle = configs["shuffle"]["shuffle"]
+    assert max(shuffle["nodes"]) == 6 and {"uni", "bidi", "alltoall", "shuffle"} == set(shuffle["patterns"])
+
+
+@pytest.mark.parametrize("path", PUBLISHED, ids=lambda p: p.stem)
+def test_plan_prices_the_published_scale(monkeypatch, capsys, path):
+    _published(path, monkeypatch)  # the same machine facts for the plan's own validation
+    assert cli.main(["--configfile", str(path), "plan", "--profile", "slurm"]) == 0
+    out = capsys.readouterr().out
+    total = [line for line in out.splitlines() if line.startswith("total")]
+    assert total and float(total[0].split()[-1]) > 0, out
+
+
+def test_a_study_the_references_file_lacks_is_refused(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text((STUDIES / "bcast.yaml").read_text().replace("studies: [dagger-bcast]", "studies: [dagger]"))
+    with pytest.raises(ConfigError) as error:
+        campaign.validate(campaign_config.load(path))
+    assert "campaign.studies[0] = 'dagger'" in error.value.message() and "dagger-bcast" in error.value.message()

@@ -20,7 +20,8 @@ LAYERS = [
     ("families", ["movebench.families"]),
     ("engine", ["movebench.config", "movebench.plan", "movebench.launchers", "movebench.launch",
                 "movebench.aggregate", "movebench.admission", "movebench.machine", "movebench.cluster"]),
-    ("presentation", ["movebench.bounds", "movebench.compare", "movebench.references", "movebench.findings",
+    ("presentation", ["movebench.bounds", "movebench.compare", "movebench.references", "movebench.claims",
+                      "movebench.findings",
                       "movebench.report_verdicts", "movebench.report", "movebench.verdict_commands"]),
     ("entry", ["movebench.campaign", "movebench.cli", "movebench.__main__"]),
 ]

@@ -12,6 +12,8 @@ from pathlib import Path
 
 #: Where a source checkout keeps the published references (user-editable config, next to config.yaml).
 CHECKOUT_REFERENCES = Path("config") / "references" / "published.yaml"
+#: ... and the studies' qualitative claims beside it
+CHECKOUT_CLAIMS = Path("config") / "references" / "claims.yaml"
 
 
 def path(*parts: str) -> Path:
@@ -43,3 +45,12 @@ def published_references() -> Path:
     if root is not None and (root / CHECKOUT_REFERENCES).is_file():
         return root / CHECKOUT_REFERENCES
     return path("data", "published.yaml")
+
+
+def published_claims() -> Path:
+    """The studies' claims (`movebench.claims`): the checkout's `config/references/claims.yaml`, else the package's
+    own (`data/claims.yaml`; the checkout's file is a link to it), as `published_references`."""
+    root = checkout()
+    if root is not None and (root / CHECKOUT_CLAIMS).is_file():
+        return root / CHECKOUT_CLAIMS
+    return path("data", "claims.yaml")

@@ -1,0 +1,153 @@
+"""Claims judged on small synthetic record tables: each kind reproduced, not reproduced and not measured, with
+its evidence (the slope and its CI, the crossover's position, k of n cells, the medians against the band)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from movebench import claims, families, references
+from movebench.core.tables import counted
+
+SERIES = {"nodes": 1, "clients_per_node": 2, "managers_per_node": 1, "data_format": "bytes"}
+
+
+def rows(family: str, variant: str, point: dict, value: float, metric="bandwidth_Bps", launches=3, reps=4,
+         seed=0, cv=0.02) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    path = families.point_path(point)
+    out = []
+    for launch in range(launches):
+        shift = rng.lognormal(0, cv)
+        out.append({"family": family, "variant": variant, "point": path, **point, "launch": launch, "rep": 0,
+                    "warmup": True, "ok": True, metric: value * 10})  # a warm-up far off: left out
+        out += [{"family": family, "variant": variant, "point": path, **point, "launch": launch, "rep": i,
+                 "warmup": False, "ok": True, metric: value * shift * rng.lognormal(0, cv)} for i in range(reps)]
+    return out
+
+
+def kv(op, value, seed=0, **params):
+    point = {"operation": op, **SERIES, "value_size": 4096, **params}
+    return rows("kv", op, point, value, seed=seed)
+
+
+def doc(*items) -> dict:
+    base = {"study": "s", "family": "kv", "metric": "bandwidth_Bps", "statement": "a claim"}
+    return claims.validate({"claims": [{**base, "id": f"c{i}", **c} for i, c in enumerate(items)]})
+
+
+def judged(table, *items) -> pd.DataFrame:
+    return claims.judge(pd.DataFrame(table), doc(*items)).set_index("id")
+
+
+LINEAR = {"kind": "trend", "variant": "put", "axis": "nodes", "sign": 1, "slope": {"value": 1, "within": 0.25}}
+
+
+def test_trend_fits_the_log_log_slope_with_its_ci():
+    linear = [r for n, s in ((1, 1), (2, 2), (4, 3)) for r in kv("put", 1e9 * n, seed=s, nodes=n)]
+    flat = [r for n, s in ((1, 1), (2, 2), (4, 3)) for r in kv("put", 1e9 * n**0.3, seed=s, nodes=n)]
+    falling = [r for n, s in ((1, 1), (2, 2)) for r in kv("put", 1e9 / n, seed=s, nodes=n)]
+    r = judged(linear, LINEAR).loc["c0"]
+    assert r.status == "reproduced" and r.points == 3
+    series = claims._series(claims._figures(counted(pd.DataFrame(linear)), doc(LINEAR)["claims"][0]), "nodes")
+    slope, low, high = claims.fit_slope(next(iter(series.values())))
+    assert slope == pytest.approx(1, abs=0.05) and 0.5 < low < slope < high < 1.5
+    assert f"slope {slope:.2f} [{low:.2f}, {high:.2f}] over 3 values" in r.evidence and "nodes=4: 3." in r.evidence
+    f = judged(flat, LINEAR).loc["c0"]
+    assert f.status == "not reproduced" and "not within 1 +- 0.25" in f.evidence  # rises, but not linearly
+    two = judged(falling, LINEAR).loc["c0"]  # two points: the CI is the two launch CIs' extremes
+    assert two.status == "not reproduced" and "slope -1.0" in two.evidence and "over 2 values" in two.evidence
+    one = judged(kv("put", 1e9), LINEAR).loc["c0"]
+    assert one.status == "not measured" and "two or more values of nodes" in one.evidence
+
+
+def test_trend_of_a_ratio_pairs_cells_and_respects_the_axis_range():
+    table = []
+    for size, gain, s in ((1024, 6.0, 1), (65536, 3.0, 2), (2**20, 1.2, 3), (2**24, 1.0, 4)):
+        table += kv("put", 1e8, seed=s, value_size=size) + kv("batch_put", 1e8 * gain, seed=s + 10, value_size=size)
+    claim = {"kind": "trend", "ratio": {"numerator": "batch_put", "denominator": "put"}, "axis": "value_size",
+             "sign": -1}
+    assert judged(table, claim).loc["c0"].status == "reproduced"
+    rising = {**claim, "sign": 1}
+    assert judged(table, rising).loc["c0"].status == "not reproduced"
+    # the flat part alone (>= 1 MiB): its CI holds 0, so the fall is not settled there
+    flat = judged(table, {**claim, "axis_range": ["1MiB", None]}).loc["c0"]
+    assert flat.status == "not reproduced" and "CI holds 0" in flat.evidence and "over 2 values" in flat.evidence
+
+
+def bcast(method, density, seconds, seed):
+    point = {"kind": "sparse", "method": method, "nodes": 1, "ranks": 2, "shape": "100x100", "density": density,
+             "dtype": "float64"}
+    return rows("bcast", method, point, seconds, metric="elapsed_s", seed=seed)
+
+
+CROSS = {"kind": "crossover", "family": "bcast", "metric": "elapsed_s", "ratio": {"numerator": "pickle",
+         "denominator": "buffer"}, "axis": "density", "between": [0.0008, 0.008]}
+
+
+def test_crossover_places_the_crossing_between_the_stated_values():
+    table = []
+    for density, pickle, buffer, s in ((0.0008, 1.0, 3.0, 1), (0.008, 5.0, 2.0, 2), (0.6, 50.0, 10.0, 3)):
+        table += bcast("pickle", density, pickle, s) + bcast("buffer", density, buffer, s + 10)
+    r = judged(table, CROSS).loc["c0"]
+    assert r.status == "reproduced" and "crosses 1 near density=0.00" in r.evidence and r.points == 3
+    late = judged(table, {**CROSS, "between": [0.008, 0.6]}).loc["c0"]  # at 0.008 pickle is already slower
+    assert late.status == "not reproduced" and "does not cross 1 as claimed" in late.evidence
+    dense_only = judged([r for r in table if r["density"] > 0.001], CROSS).loc["c0"]
+    assert dense_only.status == "not measured" and "no value at or below 0.0008" in dense_only.evidence
+
+
+def test_share_counts_the_cells_whose_ratio_ci_lies_above_one():
+    table = []
+    for i, (size, gain) in enumerate(((1024, 1.5), (4096, 1.4), (65536, 0.7), (2**20, 1.3))):
+        table += kv("put", 1e8, seed=i, value_size=size) + kv("get", 1e8 * gain, seed=i + 10, value_size=size)
+    claim = {"kind": "share", "ratio": {"numerator": "get", "denominator": "put"}, "at_least": 0.5}
+    r = judged(table, claim).loc["c0"]
+    assert r.status == "reproduced" and "above 1 in 3 of 4 cells (75%" in r.evidence and "below 1 in 1" in r.evidence
+    assert judged(table, {**claim, "at_least": 1}).loc["c0"].status == "not reproduced"
+    gets_only = [x for x in table if x["variant"] == "get"]
+    assert judged(gets_only, claim).loc["c0"].status == "not measured"
+
+
+def test_share_across_another_parameter_than_the_variant():
+    table = []
+    for backend, bw, s in (("posix", 5e9, 1), ("blob", 5e8, 2)):
+        point = {"pattern": "mfmw", "backend": backend, "nodes": 1, "ranks": 2, "size_per_proc": 2**20}
+        table += rows("io", "mfmw", point, bw, seed=s)
+    claim = {"kind": "share", "family": "io", "across": "backend", "ratio": {"numerator": "posix",
+             "denominator": "blob"}, "where": {"pattern": "mfmw"}, "at_least": 1}
+    assert judged(table, claim).loc["c0"].status == "reproduced"
+    fileshare = {**claim, "ratio": {"numerator": "blob", "denominator": "fileshare"}}
+    assert judged(table, fileshare).loc["c0"].status == "not measured"
+
+
+def test_band_of_percent_of_peak():
+    point = {"pattern": "shuffle", "nodes": 1, "ranks": 2, "message_size": 131072, "window": 16, "skew": 0.0}
+    claim = {"kind": "band", "family": "shuffle", "variant": "shuffle", "metric": "efficiency",
+             "where": {"message_size": "128KiB"}, "low": 80, "high": 90, "unit": "%"}
+    inside = rows("shuffle", "shuffle", point, 0.85, metric="efficiency")
+    r = judged(inside, claim).loc["c0"]
+    assert r.status == "reproduced" and "1 of 1 points in [80, 90]%" in r.evidence and "85" in r.evidence
+    below = rows("shuffle", "shuffle", point, 0.55, metric="efficiency")
+    assert judged(below, claim).loc["c0"].status == "not reproduced"
+    other_size = rows("shuffle", "shuffle", {**point, "message_size": 4096}, 0.85, metric="efficiency")
+    assert judged(other_size, claim).loc["c0"].status == "not measured"
+
+
+def test_the_published_claims_are_valid_and_name_known_studies():
+    document = claims.load()
+    studies = references.load()["studies"]
+    assert {c["study"] for c in document["claims"]} == set(studies)
+    assert all(c.get("quote") for c in document["claims"])
+    kinds = {c["kind"] for c in document["claims"]}
+    assert kinds == {"trend", "crossover", "share", "band"}
+    empty = claims.judge(pd.DataFrame(columns=["family", "point", "variant", "warmup", "ok"]), document)
+    assert set(empty["status"]) == {"not measured"} and len(empty) == len(document["claims"])
+
+
+def test_a_bad_claim_is_refused_with_its_key():
+    with pytest.raises(claims.ClaimsError) as error:
+        doc({"kind": "crossover", "variant": "put", "axis": "nodes"})
+    message = error.value.message()
+    assert "invalid claims file" in message and "give `ratio`" in message and "needs `between`" in message

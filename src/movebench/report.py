@@ -260,7 +260,9 @@ def render_html(config: dict, sections: dict, partial: bool = False) -> str:
         section["summary"] = bounds.attach(name, section["summary"], section["points_table"], provided)
     results = report_verdicts.results_of(config, sections)
     comparison = report_verdicts.comparison(config, results)
-    published = report_verdicts.by_family(report_verdicts.published(config, results))
+    published_frame = report_verdicts.published(config, results)
+    published = report_verdicts.by_family(published_frame)
+    studies = report_verdicts.study_views(config, results, published_frame)
     family_html = {}
     for name, section in sections.items():
         ctx = families.report(name).context(section["table"], section["summary"], config["campaign"]) \
@@ -278,7 +280,7 @@ def render_html(config: dict, sections: dict, partial: bool = False) -> str:
         }
     return env.get_template("report.html.j2").render(
         overview=overview(config, sections), families=family_html, partial=partial, escape=html.escape,
-        findings=findings.build(sections, comparison, published), comparison=comparison,
+        findings=findings.build(sections, comparison, published), comparison=comparison, studies=studies,
         references_file=str(report_verdicts.references_file(config["campaign"]) or ""))
 
 

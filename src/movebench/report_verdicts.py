@@ -13,7 +13,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from movebench import families, references
+from movebench import claims, families, references
 
 if TYPE_CHECKING:  # annotations only: `config_problems` runs at config time, without pandas
     import pandas as pd
@@ -58,7 +58,8 @@ def inputs(config: dict) -> dict[str, list[str]]:
     compared = [str(p) for p in compare.table_files(folder)] if folder else []
     for pair_folder in noise_folders(campaign) if folder else []:
         compared += [str(p) for p in compare.table_files(pair_folder)]
-    return {"compare_to": compared, "references": [str(refs)] if refs else []}
+    studied = [str(claims.default_file())] if campaign.get("studies") else []  # the claims the study views judge
+    return {"compare_to": compared, "references": ([str(refs)] if refs else []) + studied}
 
 
 def config_problems(config: dict) -> list[tuple[str, object, str]]:
@@ -278,3 +279,38 @@ def by_family(frame: pd.DataFrame | None) -> dict[str, dict]:
         out[family] = {"rows": rows, "not_measured": not_measured,
                        "counts": {s: int(counts.get(s, 0)) for s in references.STATUSES}}
     return out
+
+
+# --- studies: a campaign that carries a study (campaign.studies) ---
+
+
+def _theirs_and_ours(r) -> dict:
+    measured = r["measured"] is not None and not (isinstance(r["measured"], float) and math.isnan(r["measured"]))
+    return {"id": r["id"], "family": r["family"], "what": r["what"], "metric": r["metric"],
+            "parameters": r["parameters"], "unit": r["unit"], "theirs": _fmt(r["value"]),
+            "ours": f"{_fmt(r['measured'])} [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]" if measured else "",
+            "status": r["status"], "point": r["point"] or "", "quote": r["quote"] or ""}
+
+
+def study_views(config: dict, results: compare.Results, published_frame: pd.DataFrame | None) -> list[dict]:
+    """One view per study the campaign carries: the study's citation, its claims judged on this campaign's points
+    (status and evidence), and every published value of the references file beside this campaign's figure at
+    the same parameters and unit (empty where this campaign has no such point), in the file's order."""
+    studies = config["campaign"].get("studies") or []
+    refs = references_file(config["campaign"])
+    if not studies or refs is None:
+        return []
+    cited = references.load(refs).get("studies") or {}
+    judged = claims.judge(results.records, claims.load(), studies=studies)
+    views = []
+    for key in studies:
+        part = judged[judged["study"] == key]
+        rows = []
+        if published_frame is not None:
+            mine = published_frame[published_frame["study"] == key]
+            rows = [_theirs_and_ours(r) for r in mine.to_dict("records")]
+        counts = part["status"].value_counts().to_dict()
+        views.append({"key": key, **cited.get(key, {}), "claims": part.to_dict("records"), "published": rows,
+                      "counts": {s: int(counts.get(s, 0)) for s in claims.STATUSES},
+                      "measured": sum(1 for r in rows if r["ours"])})
+    return views

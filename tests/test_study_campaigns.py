@@ -7,8 +7,9 @@ import os
 import subprocess
 
 import pytest
+import yaml
 
-from conftest import PYTHON, ROOT
+from conftest import PYTHON, ROOT, snakemake
 from movebench import campaign, cli, plan
 from movebench import config as campaign_config
 from movebench.core.problems import ConfigError
@@ -78,3 +79,22 @@ def test_a_study_the_references_file_lacks_is_refused(tmp_path):
     with pytest.raises(ConfigError) as error:
         campaign.validate(campaign_config.load(path))
     assert "campaign.studies[0] = 'dagger'" in error.value.message() and "dagger-bcast" in error.value.message()
+
+
+def test_the_bcast_study_runs_at_a_tiny_scale_to_its_study_view(campaign):
+    """The shipped bcast study, shrunk to seconds (2 ranks, 200 x 200, one launch), runs to a report whose study
+    view judges the study's claims on what ran: the crossover over the three densities is measured (reproduced or
+    not, this machine decides), the dense 10000 x 10000 claim is not measured at this size."""
+    config = yaml.safe_load((STUDIES / "bcast.yaml").read_text())
+    config["campaign"].update(results_dir="results", launches=1, repetitions=2, warmups=0)
+    config["bcast"].update(ranks=[2], shapes=[[200, 200]])
+    workdir = campaign(config)
+    snakemake(workdir)
+    html = (workdir / "results" / "report.html").read_text()
+    assert 'id="study-dagger-bcast"' in html
+    claims_part = html[html.index('id="study-dagger-bcast-claims"'):html.index('id="study-dagger-bcast-published"')]
+    crossover = claims_part[claims_part.index("bcast/sparse-crossover-in-density"):]
+    crossover = crossover[:crossover.index("</tr>")]
+    assert "density=0.0008:" in crossover and "density=0.6:" in crossover and "not measured" not in crossover
+    massive = claims_part[claims_part.index("bcast/in-place-wins-for-massive-dense"):]
+    assert "not measured" in massive[:massive.index("</tr>")]

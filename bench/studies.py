@@ -1,0 +1,81 @@
+#!/usr/bin/env python
+"""Runs the four studies' `here` campaigns (config/studies/<study>.yaml) to their reports, one after another, and
+prints per study the command, its wall time and every claim with its verdict and evidence (movebench.claims).
+
+A benchmark, not a test: each campaign takes minutes (the issue's budget is under ~15 min each on 2 cores).
+A study's campaign is run as a user runs it, `snakemake --profile local --configfile config/studies/<s>.yaml`,
+from the repository root, so its results land in results/studies/<s>/ (rerunning skips the points already
+measured: delete that folder for a fresh measurement, or pass --results-root for another place).
+
+    python bench/studies.py                         # all four
+    python bench/studies.py bcast shuffle           # some
+    python bench/studies.py --results-root /tmp/s   # results in /tmp/s/<study>/ (a copy of each config)
+    python bench/studies.py --json out.json         # also the rows as JSON
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from movebench import claims  # noqa: E402
+
+STUDIES = ("bcast", "shuffle", "cloud-output", "ddict")
+
+
+def run(study: str, results_root: Path | None, extra: list[str]) -> dict:
+    config = ROOT / "config" / "studies" / f"{study}.yaml"
+    if results_root is not None:
+        document = yaml.safe_load(config.read_text())
+        document["campaign"]["results_dir"] = str(results_root / study)
+        config = Path(tempfile.mkdtemp(prefix=f"movebench-{study}-")) / f"{study}.yaml"
+        config.write_text(yaml.safe_dump(document, sort_keys=False))
+    results = Path(yaml.safe_load(config.read_text())["campaign"]["results_dir"])
+    results = results if results.is_absolute() else ROOT / results
+    command = [sys.executable, "-m", "snakemake", "--profile", "local", "--configfile", str(config), *extra]
+    start = time.monotonic()
+    done = subprocess.run(command, cwd=ROOT)
+    wall = time.monotonic() - start
+    out = {"study": study, "command": " ".join(command[1:]), "returncode": done.returncode, "wall_s": round(wall, 1),
+           "report": str(results / "report.html"), "claims": []}
+    if (results / "tables").is_dir() or (results / "raw").is_dir():
+        studies = yaml.safe_load(config.read_text())["campaign"]["studies"]
+        frame = claims.check(results, studies=studies)
+        out["claims"] = frame[["id", "status", "evidence"]].to_dict("records")
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("studies", nargs="*", help="some of " + ", ".join(STUDIES) + " (default: all)")
+    parser.add_argument("--results-root", type=Path)
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--snakemake-args", nargs=argparse.REMAINDER, default=[])
+    args = parser.parse_args()
+    unknown = sorted(set(args.studies) - set(STUDIES))
+    if unknown:
+        parser.error(f"unknown studies {unknown}: choose from {', '.join(STUDIES)}")
+    rows = []
+    for study in args.studies or STUDIES:
+        row = run(study, args.results_root, args.snakemake_args)
+        rows.append(row)
+        print(f"\n== {study}: exit {row['returncode']}, wall {row['wall_s']} s, {row['report']}")
+        for c in row["claims"]:
+            print(f"  {c['status']:15s} {c['id']}: {c['evidence'][:400]}")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    return max((r["returncode"] for r in rows), default=0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -284,6 +284,7 @@ def test_a_campaign_that_carries_a_study_gets_its_view_with_claims_and_published
     cfg = campaign(tmp_path, references="published", studies=["dagger-bcast"])
     html = report.render_html(cfg, sections)
     assert 'id="study-dagger-bcast"' in html and "Study: Dagger: Benchmarking Broadcast" in html
+    assert "Study dagger-bcast: 1 claim reproduced, 1 not reproduced, 1 not measured" in html  # in the findings
     assert "discourse.julialang.org" in html
     claims_part = html[html.index('id="study-dagger-bcast-claims"'):html.index('id="study-dagger-bcast-published"')]
     # the massive dense case: pickle 3x slower in every cell -> reproduced; the small one: 4x -> outside 0.8-1.25

@@ -127,9 +127,21 @@ def _references(published: dict) -> list[dict]:
     return out
 
 
-def build(sections: dict, comparison: dict | None, published: dict) -> list[dict]:
+def _studies(studies) -> list[dict]:
+    """One line per study the campaign carries: its claims' verdicts, counted (the study view has the evidence)."""
+    out = []
+    for st in studies or []:
+        c = st["counts"]
+        out.append({"level": "info", "link": f"#study-{st['key']}-claims",
+                    "text": f"Study {st['key']}: {c['reproduced']} claim{'' if c['reproduced'] == 1 else 's'} "
+                            f"reproduced, {c['not reproduced']} not reproduced, {c['not measured']} not measured "
+                            "by this campaign's points"})
+    return out
+
+
+def build(sections: dict, comparison: dict | None, published: dict, studies=None) -> list[dict]:
     """Every finding, worst first."""
-    items = []
+    items = _studies(studies)
     for name, section in sections.items():
         items += _failures(name, section)
         items += _limited(name, section)

@@ -280,7 +280,7 @@ def render_html(config: dict, sections: dict, partial: bool = False) -> str:
         }
     return env.get_template("report.html.j2").render(
         overview=overview(config, sections), families=family_html, partial=partial, escape=html.escape,
-        findings=findings.build(sections, comparison, published), comparison=comparison, studies=studies,
+        findings=findings.build(sections, comparison, published, studies), comparison=comparison, studies=studies,
         references_file=str(report_verdicts.references_file(config["campaign"]) or ""))
 
 

@@ -251,8 +251,11 @@ def _crossover(claim, figures):
         ok = all(f.high < 1 for _, f in before) and all(f.low > 1 for _, f in after)
         where = _crossing(points)
         good += ok
-        parts.append(f"[{_label(rest)}] {'crosses 1' if ok else 'does not cross 1 as claimed'}"
-                     + (f" near {claim['axis']}={where:.3g}" if where is not None else "") + f": {pts}")
+        near = (f"the medians cross 1 near {claim['axis']}={where:.3g}" if where is not None
+                else "the medians never cross 1 upwards")
+        verdict = "as claimed" if ok else (f"not as claimed (the CI below 1 at every {claim['axis']} <= {lo:g} and "
+                                           f"above 1 at every one >= {hi:g})")
+        parts.append(f"[{_label(rest)}] {verdict}; {near}: {pts}")
     if not measured:
         return "not measured", " | ".join(parts) or f"no point of {claim['axis']}", count
     status = "reproduced" if good == measured else "not reproduced"

@@ -95,7 +95,7 @@ def test_crossover_places_the_crossing_between_the_stated_values():
     assert r.points == 3
     late = judged(table, {**CROSS, "between": [0.008, 0.6]}).loc["c0"]  # at 0.008 pickle is already slower
     assert late.status == "not reproduced"
-    assert "not as claimed (the CI below 1 at every density <= 0.008" in late.evidence
+    assert "not as claimed (claimed: the CI below 1 at every density <= 0.008" in late.evidence
     dense_only = judged([r for r in table if r["density"] > 0.001], CROSS).loc["c0"]
     assert dense_only.status == "not measured" and "no value at or below 0.0008" in dense_only.evidence
 

@@ -113,6 +113,12 @@ def _number(value) -> float | None:
             return None
 
 
+def _plain(value):
+    """A table cell as the config wrote it: numpy scalars as Python's, 1048576.0 (a float column) as 1048576."""
+    value = value.item() if hasattr(value, "item") else value
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
 class Figure:
     """A point's (or a cell's ratio's) figure: median and 95% CI, with where it came from."""
 
@@ -139,8 +145,7 @@ def _figures(records: pd.DataFrame, claim: dict) -> list[Figure]:
     by_cell: dict[tuple, dict[str, Figure]] = {}
     for point, group in part.groupby("point", sort=True):
         first = group.iloc[0]
-        params = {k: (first[k].item() if hasattr(first[k], "item") else first[k]) for k in keys
-                  if not pd.isna(first[k])}
+        params = {k: _plain(first[k]) for k in keys if not pd.isna(first[k])}
         if not all(k in params and references._matches(v, params[k]) for k, v in where.items()):
             continue
         values = pd.to_numeric(group[claim["metric"]], errors="coerce")
@@ -253,8 +258,8 @@ def _crossover(claim, figures):
         good += ok
         near = (f"the medians cross 1 near {claim['axis']}={where:.3g}" if where is not None
                 else "the medians never cross 1 upwards")
-        verdict = "as claimed" if ok else (f"not as claimed (the CI below 1 at every {claim['axis']} <= {lo:g} and "
-                                           f"above 1 at every one >= {hi:g})")
+        verdict = "as claimed" if ok else (f"not as claimed (claimed: the CI below 1 at every {claim['axis']} <= "
+                                           f"{lo:g} and above 1 at every one >= {hi:g})")
         parts.append(f"[{_label(rest)}] {verdict}; {near}: {pts}")
     if not measured:
         return "not measured", " | ".join(parts) or f"no point of {claim['axis']}", count

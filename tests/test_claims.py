@@ -153,3 +153,20 @@ def test_a_bad_claim_is_refused_with_its_key():
         doc({"kind": "crossover", "variant": "put", "axis": "nodes"})
     message = error.value.message()
     assert "invalid claims file" in message and "give `ratio`" in message and "needs `between`" in message
+
+
+def test_check_judges_a_studys_claims_on_a_results_folder(tmp_path, capsys):
+    from movebench.cli import main
+
+    table = []
+    for i, (size, gain) in enumerate(((1024, 1.5), (4096, 1.4))):
+        table += kv("put", 1e8, seed=i, value_size=size) + kv("get", 1e8 * gain, seed=i + 10, value_size=size)
+    (tmp_path / "tables").mkdir()
+    pd.DataFrame(table).to_parquet(tmp_path / "tables" / "kv.parquet", index=False)
+    assert main(["check", str(tmp_path), "--studies", "dragon-ddict"]) == 0
+    out = capsys.readouterr().out
+    assert "the claims of dragon-ddict: 1 reproduced, 0 not reproduced, 5 not measured" in out
+    assert "REPRODUCED      ddict/get-frequently-above-put: above 1 in 2 of 2 cells" in out
+    assert (tmp_path / "claims.csv").exists()
+    assert main(["check", str(tmp_path), "--studies", "ddict"]) == 2
+    assert "no such study" in capsys.readouterr().err

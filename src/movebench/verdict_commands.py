@@ -10,6 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from movebench import claims
 from movebench import compare as comparing
 from movebench import references as refs
 
@@ -56,6 +57,9 @@ def add_parsers(sub) -> dict:
     c.add_argument("--out", help="folder for check.csv (default: RESULTS)")
     c.add_argument("--fail-on", action="append", choices=CHECK_FAIL_ON, default=[],
                    help="exit 1 when any reference has this status (repeatable), e.g. fail")
+    c.add_argument("--studies", nargs="+", metavar="STUDY", default=[],
+                   help="also judge these studies' claims (config/references/claims.yaml; docs/studies.md): "
+                        "reproduced / not reproduced / not measured with the evidence, in claims.csv")
     return {"compare": run_compare, "check": run_check}
 
 
@@ -120,6 +124,21 @@ def run_check(args) -> int:
     for line in refs.summary_lines(frame):
         print("  " + line)
     print(f"  wrote {out / 'check.csv'}")
+    if args.studies:
+        known = sorted({c["study"] for c in claims.load()["claims"]})
+        unknown = sorted(set(args.studies) - set(known))
+        if unknown:
+            print(f"movebench check: --studies {', '.join(unknown)}: no such study; the claims file has "
+                  + ", ".join(known), file=sys.stderr)
+            return 2
+        judged = claims.check(args.results, studies=args.studies)
+        judged.to_csv(out / "claims.csv", index=False)
+        counts = judged["status"].value_counts().to_dict()
+        print(f"movebench check: the claims of {', '.join(args.studies)}: "
+              + ", ".join(f"{counts.get(s, 0)} {s}" for s in claims.STATUSES))
+        for r in judged.itertuples():
+            print(f"  {r.status.upper():15s} {r.id}: {r.evidence}")
+        print(f"  wrote {out / 'claims.csv'}")
     wanted = {s.replace("-", " ") for s in args.fail_on}
     hit = sorted(wanted & set(frame["status"]))
     if hit:

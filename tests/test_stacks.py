@@ -130,4 +130,5 @@ def test_two_stacks_side_by_side_in_one_campaign(campaign):
         meta = json.loads(meta_path.read_text())
         assert meta["transport_check"]["fell_back"] == []
         assert meta["stack"]["python"].endswith("/bin/python") and meta["stack"]["name"] in str(meta_path)
-    assert "openmpi" in (workdir / "results/report.html").read_text()
+    report = (workdir / "results/report.html").read_text()
+    assert "Communication stacks side by side" in report and "openmpi / best" in report

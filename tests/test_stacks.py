@@ -132,3 +132,15 @@ def test_two_stacks_side_by_side_in_one_campaign(campaign):
         assert meta["stack"]["python"].endswith("/bin/python") and meta["stack"]["name"] in str(meta_path)
     report = (workdir / "results/report.html").read_text()
     assert "Communication stacks side by side" in report and "openmpi / best" in report
+
+
+def test_a_point_that_fell_back_is_a_finding_of_the_report():
+    from movebench import findings, report
+
+    points = pd.DataFrame({"point": ["pattern~uni/stack~mpich-ofi", "pattern~uni"],
+                           "transport_check.fell_back": [json.dumps(["FI_PROVIDER=verbs named, tcp ran"]), "[]"]})
+    section = {"fell_back": report.fell_back(points)}
+    assert section["fell_back"] == [{"point": "pattern~uni/stack~mpich-ofi",
+                                     "fell_back": ["FI_PROVIDER=verbs named, tcp ran"]}]
+    (found,) = findings._fell_back("shuffle", section)
+    assert found["level"] == "bad" and "FI_PROVIDER=verbs named, tcp ran" in found["text"]

@@ -88,13 +88,14 @@ def main() -> int:
     parser.add_argument("--family", default="kv", choices=["kv", "shuffle", "bcast"])
     parser.add_argument("--keep", type=Path, help="keep the results here")
     parser.add_argument("--reuse-ddict", action="store_true",
-                        help="kv: a third arm C, grouped with one DDict per group (ddict_per_group: true)")
+                        help="kv: B with a DDict per point (ddict_per_group: false), and a third arm C with the "
+                             "default, one DDict per group")
     args = parser.parse_args()
     out = args.keep or Path(tempfile.mkdtemp(prefix="movebench-groups-"))
     rows, ratios, reuse_ratios = [], [], []
     for rnd in range(args.rounds):
         row = {"round": rnd}
-        arms = [("A", False, {}), ("B", True, {})]
+        arms = [("A", False, {}), ("B", True, {"ddict_per_group": False} if args.reuse_ddict else {})]
         if args.reuse_ddict:
             arms.append(("C", True, {"ddict_per_group": True}))
         for label, grouped, settings in arms:

@@ -179,6 +179,9 @@ def test_a_kv_group_runs_its_points_in_one_dragon_runtime(tmp_path, reuse):
     assert second_meta["ddict_reused"] is reuse and (second_meta["ddict_create_s"] == 0.0) is reuse
     assert (first_meta["ddict_destroy_s"] == 0.0) is reuse and (second_meta["ddict_clear_s"] > 0) is reuse
     assert {r["ddict_clear_s"] for r in second} == {second_meta["ddict_clear_s"]}
+    # the clients too, as gups_ddict's Pool: started for the first point, handed the second
+    assert not first_meta["clients_reused"] and second_meta["clients_reused"]
+    assert [p["host"] for p in first_meta["client_placement"]] == [p["host"] for p in second_meta["client_placement"]]
 
 
 @pytest.mark.dragon
@@ -194,3 +197,4 @@ def test_a_kv_point_that_fails_leaves_no_files_and_the_next_point_runs(tmp_path)
     recs, meta = done[1]
     assert len(recs) == 3 and all(r["ok"] and r["verified"] for r in recs)
     assert meta["group_position"] == 1 and meta["dragon_startup_s"] == 0.0 and not meta["ddict_reused"]
+    assert not meta["clients_reused"]  # nor the failed point's clients: fresh ones

@@ -179,6 +179,7 @@ def test_kv_points_run_in_one_dragon_launch_through_snakemake_and_reach_the_repo
     assert first["launch_start"] == second["launch_start"] and first["launch_group"]["size"] == 2
     # Dragon started once: the group's first point carries its start-up, the second found it running
     assert first["dragon_startup_s"] > 0 and second["dragon_startup_s"] == 0.0
-    assert not first["ddict_reused"] and not second["ddict_reused"]  # ddict_per_group is off by default
+    # ddict_per_group is on by default: the first point made the DDict, the second found it (and the clients)
+    assert not first["ddict_reused"] and second["ddict_reused"] and second["clients_reused"]
     html = (work / "results" / "report.html").read_text()
     assert "Data: bytes (movebench" in html and "only after a run with data_format: numpy" in html

@@ -203,3 +203,13 @@ def test_dry_run_with_the_slurm_profile_shows_resources_per_job(tmp_path):
         assert "mpi=" in res and "runtime=" in res and "mem_mb=" in res
         seen.add((nodes, tasks))
     assert seen == {(1, 2), (1, 4), (2, 2), (2, 4)}
+
+
+def test_efficiency_before_a_run_says_so(tmp_path, capsys, monkeypatch):
+    from movebench.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "config.yaml").write_text('{"campaign": {"results_dir": "not-yet"}, "shuffle": {"patterns": ["uni"]}}')
+    assert main(["--configfile", "config.yaml", "efficiency"]) == 1
+    err = capsys.readouterr().err
+    assert "no finished run in not-yet" in err and "campaign_run.json" in err

@@ -201,6 +201,11 @@ def efficiency(args) -> int:
     per point (a launch group's cost shared by its points)."""
     config = _load(args.configfile)
     results = Path(config["campaign"]["results_dir"])
+    if not (results / "campaign_run.json").exists():
+        print(f"movebench: no finished run in {results} (no campaign_run.json, written when snakemake ends): "
+              "run the campaign first (snakemake --profile local), or name its config with --configfile",
+              file=sys.stderr)
+        return 1
     run_info = json.loads((results / "campaign_run.json").read_text())
     timed = counted = 0.0
     per_family: dict[str, float] = {}

@@ -15,9 +15,12 @@ that fails leaves no files, and the next one runs:
 
 - The head creates `DDict(managers_per_node, nodes, total_mem x nodes,
   streams_per_manager=...)` and starts `nodes x clients_per_node` clients with
-  Dragon's multiprocessing start method. Dragon's start-up, the DDict's creation,
-  the clients' start and the DDict's destruction are timed apart and kept out of
-  every bandwidth.
+  Dragon's multiprocessing start method. In a launch group, as in gups_ddict.py's
+  sweep, the clients are started once and handed one point after another, and the
+  DDict is made once and emptied with `clear()` before each later point
+  (`ddict_per_group`, default true; false: one DDict per point). Dragon's start-up,
+  the DDict's creation or clearing, the clients' start (or hand-over) and the DDict's
+  destruction are timed apart and kept out of every bandwidth.
 - Data (`data_format`, an axis): `bytes` (default): keys are 128-byte `bytes`,
   unique per client; values are `bytes` of `value_size`, distinct per key (the
   key's index is stamped into the value's first 8 bytes). `numpy`: gups_ddict's
@@ -230,6 +233,66 @@ def client_main(ddict, client, operation, value_size, count, passes, rounds, bar
         ddict.detach()
 
 
+def client_loop(client, work, barrier, results, orders):
+    """A client of the launch: one point after another from its work queue (None: the launch is over), as
+    gups_ddict's clients take one test after another from theirs. A point that fails ends the process."""
+    while (item := work.get()) is not None:
+        client_main(item["ddict"], client, item["operation"], item["value_size"], item["count"], item["passes"],
+                    item["rounds"], barrier, results, item["fault_round"], orders if item["rounds"] is None else None,
+                    item["data_format"])
+
+
+class ClientPool:
+    """The launch's client processes. gups_ddict starts its clients once, in a Pool whose workers take each value
+    size's test from a queue; here too: started for a group's first point (nodes and clients per node are launch
+    group axes, so every point of the group has the same clients), each later point handed to the same processes.
+    A point that fails ends them all, and the next point starts fresh ones."""
+
+    def __init__(self):
+        self.procs, self.work, self.results, self.barrier, self.orders = [], [], None, None, None
+
+    def ensure(self, clients: int, nodes: int) -> None:
+        import multiprocessing as mp
+
+        from dragon.infrastructure.policy import Policy
+
+        if self.procs:
+            return
+        self.results, self.barrier, self.orders = mp.Queue(), mp.Barrier(clients + 1), mp.Queue()
+        self.work = [mp.Queue() for _ in range(clients)]
+        hosts = _client_hosts(nodes)
+        for client in range(clients):
+            proc = mp.Process(target=client_loop, args=(client, self.work[client], self.barrier, self.results,
+                                                        self.orders))
+            host = hosts[client % len(hosts)]
+            if host is None:
+                proc.start()
+            else:
+                with Policy(placement=Policy.Placement.HOST_NAME, host_name=host):
+                    proc.start()
+            self.procs.append(proc)
+
+    def submit(self, item: dict) -> None:
+        for work in self.work:
+            work.put(item)
+
+    def close(self, broken: bool) -> None:
+        """End the clients: told to stop when they are idle, terminated when a point failed (some may be at the
+        barrier or dead)."""
+        if not broken:
+            for work in self.work:
+                work.put(None)
+        # Joined before anything asks for an exit code: asked at once after a client died, Dragon's global
+        # services can hang the query while its local services still clean up the dead client's channels.
+        for proc in self.procs:
+            proc.join(JOIN_S)
+        for proc in self.procs:
+            if proc.exitcode is None:
+                proc.terminate()
+                proc.join(JOIN_S)
+        self.procs, self.work = [], []
+
+
 def placement() -> dict:
     """Where this client runs, and which Dragon transport agent runs beside it: the proof that data crossed nodes."""
     import socket
@@ -362,17 +425,14 @@ class GroupDDict:
         return time.time() - t0
 
 
-def run_head(task, head_start: float, dragon_startup_s: float, ddicts: GroupDDict, last: bool = True
-             ) -> tuple[list[dict], dict]:
-    """One point in the running Dragon runtime: its clients and rounds, in the DDict `ddicts` gives it; the
-    clients are gone on return, and the DDict too unless the group reuses it and a point is to come (`last`).
+def run_head(task, head_start: float, dragon_startup_s: float, ddicts: GroupDDict, pool: ClientPool,
+             last: bool = True) -> tuple[list[dict], dict]:
+    """One point in the running Dragon runtime: its rounds, on the clients `pool` holds (started for the group's
+    first point), in the DDict `ddicts` gives it. After the group's last point (`last`), or a point that failed,
+    the clients are gone on return; the DDict too unless the group reuses it and a point is to come.
 
     `dragon_startup_s`: what the runtime's start cost this point (0.0 for a launch group's later points, which
     found it running)."""
-    import multiprocessing as mp
-
-    from dragon.infrastructure.policy import Policy
-
     from movebench.core import records
     from movebench.core.adaptive import AdaptiveRepetitions
     from movebench.core.runner import counted_value
@@ -383,7 +443,7 @@ def run_head(task, head_start: float, dragon_startup_s: float, ddicts: GroupDDic
     clients = nodes * point["clients_per_node"]
     policy = task.policy
     reps = AdaptiveRepetitions(policy, task.warmups)
-    recs, client_rounds, procs, stats, placed = [], [], [], [], []
+    recs, client_rounds, stats, placed = [], [], [], []
     try:
         ddict, timings = ddicts.acquire(task)
     except Exception as exc:
@@ -392,24 +452,16 @@ def run_head(task, head_start: float, dragon_startup_s: float, ddicts: GroupDDic
     timings = {"head_start": head_start, "dragon_startup_s": dragon_startup_s, **timings}
     ended = False
     try:
-        results, barrier = mp.Queue(), mp.Barrier(clients + 1)
         # A count is a schedule the clients run by themselves, as always; an adaptive rule is told round by round.
-        orders = None if policy.fixed else mp.Queue()
         scheduled = task.warmups + policy.max if policy.fixed else None
-        hosts = _client_hosts(nodes)
         t0 = time.time()
-        for client in range(clients):
-            proc = mp.Process(target=client_main, args=(
-                ddict, client, operation, value_size, keys_per_client, iterations,
-                scheduled, barrier, results, settings.get("fault_round", -1), orders,
-                point.get("data_format", "bytes")))
-            host = hosts[client % len(hosts)]
-            if host is None:
-                proc.start()
-            else:
-                with Policy(placement=Policy.Placement.HOST_NAME, host_name=host):
-                    proc.start()
-            procs.append(proc)
+        timings["clients_reused"] = bool(pool.procs)
+        pool.ensure(clients, nodes)
+        procs, results, barrier = pool.procs, pool.results, pool.barrier
+        orders = None if policy.fixed else pool.orders
+        pool.submit({"ddict": ddict, "operation": operation, "value_size": value_size, "count": keys_per_client,
+                     "passes": iterations, "rounds": scheduled, "fault_round": settings.get("fault_round", -1),
+                     "data_format": point.get("data_format", "bytes")})
         inbox = Inbox(results, procs)
         placed = inbox.collect("ready")
         timings["clients_start_s"] = time.time() - t0
@@ -448,20 +500,14 @@ def run_head(task, head_start: float, dragon_startup_s: float, ddicts: GroupDDic
                 rec.update(ok=False, verified=False, error=f"{bad} keys read back after the puts differ from "
                            "the values put")
         stats = [_stats_row(s) for s in ddict.stats]
-        for proc in procs:
-            proc.join()
         ended = True
     except BaseException as exc:
         # Said before the clean-up below, which can hang on a broken runtime until the Dragon launcher kills it.
         print(f"movebench.kv head: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         raise
     finally:
-        for proc in procs:
-            proc.join(JOIN_S)
-        for proc in procs:
-            if proc.exitcode is None:
-                proc.terminate()
-                proc.join(JOIN_S)
+        if last or not ended:
+            pool.close(broken=not ended)
         timings["ddict_destroy_s"] = ddicts.release(keep=ended and not last)
     meta = {**timings, "repetitions": task.repetitions, "clients": client_rounds, "ddict_stats": stats,
             "key_bytes": KEY_BYTES,
@@ -499,11 +545,13 @@ def main(argv=None):
     tasks = load_tasks(argv)
     # kv's setting ddict_per_group (its schema says what it changes; docs/kernels.md has the figures)
     ddicts = GroupDDict(reuse=len(tasks) > 1 and all(t.settings.get("ddict_per_group") for t in tasks))
+    pool = ClientPool()
     failed = []
     for task, group_meta in each_task(tasks=tasks):
         position, size = group_meta["group_position"], group_meta["group_size"]
         try:
-            recs, meta = run_head(task, head_start, 0.0 if position else startup_s, ddicts, last=position == size - 1)
+            recs, meta = run_head(task, head_start, 0.0 if position else startup_s, ddicts, pool,
+                                  last=position == size - 1)
         except Exception as exc:  # run_head said why; the runtime is still up for the next point
             failed.append(f"{task.variant} {task.point.get('value_size')} B ({type(exc).__name__})")
             continue

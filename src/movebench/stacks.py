@@ -32,7 +32,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from movebench.spec import env_combinations, env_of  # noqa: F401 - the env factor's form, kept with its axis
+from movebench.spec import env_of
 
 DEFAULT = "default"
 

@@ -16,7 +16,7 @@ TIME ?= 1:00:00
 SBATCH_ARGS ?=
 LINK ?=
 
-.PHONY: help install system-deps campaign-deps run dry-run plan sbatch test test-fast bench studies osu-ref lint format slurm-up slurm-down clean
+.PHONY: help install system-deps campaign-deps run dry-run plan sbatch test test-fast bench studies osu-ref stacks lint format slurm-up slurm-down clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -71,6 +71,9 @@ bench: install system-deps osu-ref  ## the benchmarks quoted in the closing note
 
 studies: install system-deps  ## the four studies' here campaigns, timed, their claims judged (STUDIES="bcast shuffle")
 	$(PY) bench/studies.py $(STUDIES)
+
+stacks: install  ## every communication stack's environment under .stacks/ (the first campaign naming one also does)
+	$(PY) -m movebench.stacks $(STACKS)
 
 osu-ref: build/bench/osu_ref build/bench/libosu_ref.so  ## the C reference of bench/c_reference.py (venv's MPICH)
 

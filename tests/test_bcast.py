@@ -64,7 +64,7 @@ def test_grid_sweeps_density_for_sparse_only():
     assert len(dense) == 2 * 2 and len(sparse) == 2 * 2 * 2
     assert all("density" not in p for p in dense)
     assert list(sparse[0]) == ["kind", "method", "nodes", "ranks", "shape", "density", "dtype",
-                              "mpi_thread_level", "memory_mode"]
+                              "mpi_thread_level", "memory_mode", "stack", "env"]
     assert {p["shape"] for p in points} == {"10x20"}
     assert sparse[0]["density"] == 0.01 and isinstance(sparse[0]["density"], float)
 

@@ -19,7 +19,7 @@ def base(**shuffle):
     [
         ({"campaign": {}, "shufle": {}}, "shufle", "{}", "unknown key 'shufle'; valid keys:"),
         (base(paterns=["uni"]), "shuffle.paterns", "[uni]",
-         "valid keys: enabled, iterations, launch_groups, launches, memory_modes, message_sizes"),
+         "valid keys: enabled, env, iterations, launch_groups, launches, memory_modes, message_sizes"),
         (base(mpi_thread_levels=["many"]), "shuffle.mpi_thread_levels[0]", "'many'",
          "must be one of single, funneled, serialized, multiple"),
         (base(memory_modes=["2m"]), "shuffle.memory_modes[0]", "'2m'", "must be one of 4k, thp"),

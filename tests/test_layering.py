@@ -18,7 +18,7 @@ LAYERS = [
     ("core", ["movebench.core", "movebench.services", "movebench.resources", "movebench.snakelog"]),
     ("contract", ["movebench.spec", "movebench.reportkit"]),
     ("families", ["movebench.families"]),
-    ("engine", ["movebench.config", "movebench.plan", "movebench.launchers", "movebench.launch",
+    ("engine", ["movebench.config", "movebench.plan", "movebench.stacks", "movebench.launchers", "movebench.launch",
                 "movebench.aggregate", "movebench.admission", "movebench.machine", "movebench.cluster"]),
     ("presentation", ["movebench.bounds", "movebench.compare", "movebench.references", "movebench.claims",
                       "movebench.findings",

@@ -16,11 +16,12 @@ import os
 import random
 import shlex
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
 
-from movebench import admission, cluster, families, launchers, machine
+from movebench import admission, cluster, families, launchers, machine, stacks
 from movebench.core import envinfo, records
 from movebench.core.task import Task, point_path_of
 
@@ -347,6 +348,7 @@ class CampaignRun:
         campaign = self.config["campaign"]
         todo = self.points_to_run(workflow)
         self.admit(workflow, todo)
+        self.install_stacks(todo)
         local = workflow.executor_plugin is None or workflow.executor_plugin.name == "local"
         in_allocation = allocation_profile(workflow)
         # In an allocation the points run on its nodes, which are this job's alone: this host's lock (a login
@@ -373,6 +375,16 @@ class CampaignRun:
                 sys.exit(cluster.preflight_message(problems))
         for service in services.values():
             self.services.enter_context(service)
+
+    def install_stacks(self, todo: dict) -> None:
+        """The environments of the communication stacks the points about to run name, installed once per checkout
+        here, before any job: on a cluster the compute nodes may not reach the package index."""
+        wanted = [stacks.resolve(point["stack"], self.config["campaign"]) for points in todo.values()
+                  for point in points if point.get("stack", stacks.DEFAULT) != stacks.DEFAULT]
+        try:
+            stacks.ensure_all(wanted, say=lambda line: print(line, file=sys.stderr))
+        except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
+            sys.exit(f"movebench: a communication stack could not be installed: {exc}")
 
     def end(self, ok: bool) -> None:
         self.ended = True

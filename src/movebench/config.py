@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from movebench import families, resources, spec
+from movebench import families, resources, spec, stacks
 from movebench.core.problems import ConfigError, Problem, Verbatim, key_path, schema_problems, show
 
 CAMPAIGN = "campaign"
@@ -62,6 +62,20 @@ FACTOR_KEYS = {
                        "system's THP setting (what OSU's C buffers get), thp transparent huge pages on a 2 MiB "
                        "boundary. Moves large messages as much as many effects measured (docs/kernels.md, section 5); "
                        "meta records what each buffer got."},
+    "stacks": {
+        "type": "array", "minItems": 1, "default": ["default"], "items": {"type": "string"},
+        "description": "Communication stacks the points run on, swept like any key (docs/stacks.md): default (the "
+                       "campaign's own Python and MPI, the profile's launcher; kept out of the point path), the "
+                       "built-in mpich-ucx, mpich-ofi, openmpi, openmpi-ucx, impi, or a name of campaign.stacks."},
+    "env": {
+        "type": "object", "default": {},
+        "additionalProperties": {"oneOf": [
+            {"type": "array", "items": {"type": ["string", "number", "null"]}},
+            {"type": ["string", "number", "null"]}]},
+        "description": "Tuning variables set for the ranks, each a list of values swept like a key (null: not set), "
+                       "e.g. {UCX_TLS: [tcp, 'sm,tcp']}; names from the allow-list of docs/stacks.md (MPIR_CVAR_*, "
+                       "OMPI_MCA_*, UCX_TLS, FI_PROVIDER, ...). Recorded in every point; none set stays out of the "
+                       "path."},
 }
 
 
@@ -313,6 +327,19 @@ def repetitions_problems(config: dict, names) -> list:
     return problems
 
 
+def stack_problems(config: dict, names) -> list:
+    """The campaign's stack definitions, each family's stacks (defined ones only) and tuning variables (the
+    allow-list, no secret, values a path can hold)."""
+    used, problems = {}, []
+    for name in names:
+        keys = {axis.key for axis in families.load(name).axes}
+        if "stacks" in keys:
+            used[name] = config[name].get("stacks", ["default"])
+        if "env" in keys:
+            problems += stacks.env_problems(name, config[name].get("env", {}))
+    return stacks.problems(config[CAMPAIGN], used) + problems
+
+
 def _axis_values(fam, section) -> dict[str, list]:
     return {axis.key: list(dict.fromkeys(axis.expand(section[axis.key]))) for axis in fam.axes}
 
@@ -416,6 +443,7 @@ def validate(config: dict, warn=None, checks: Iterable[Callable[[dict], list[Pro
             if not own:
                 own = constraint_problems(fam, section)
             problems += [(f"{name}.{path}", value, hint) for path, value, hint in own]
+        problems += stack_problems(config, healthy)
         for check in checks:
             problems += check(config)
     if problems:

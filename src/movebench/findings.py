@@ -49,6 +49,18 @@ def _limited(name: str, section: dict) -> list[dict]:
                      f"({', '.join(sorted({h['stop_reason'] for h in hit}))}), the widest {widest['point']}{width}"}]
 
 
+def _fell_back(name: str, section: dict) -> list[dict]:
+    """Points whose library ran another transport than the one their stack named: their figure is not the
+    named stack's."""
+    hit = section.get("fell_back") or []
+    if not hit:
+        return []
+    n, whose = len(hit), "its" if len(hit) == 1 else "their"
+    return [{"level": "bad", "link": f"#{name}",
+             "text": f"{name}: {n} point{'s' if n > 1 else ''} ran on another transport than {whose} stack named "
+                     f"(not that stack's figure), e.g. {hit[0]['point']}: {hit[0]['fell_back'][0]}"}]
+
+
 def _above_bound(name: str, summary) -> list[dict]:
     above = bounds.above(summary)
     if above.empty:
@@ -145,6 +157,7 @@ def build(sections: dict, comparison: dict | None, published: dict, studies=None
     for name, section in sections.items():
         items += _failures(name, section)
         items += _limited(name, section)
+        items += _fell_back(name, section)
         items += _above_bound(name, section["summary"])
         items += _between_launches(name, section["summary"])
     items += _comparison(comparison)

@@ -46,12 +46,13 @@ import threading
 import time
 from pathlib import Path
 
-from movebench import families, launchers, machine
+from movebench import families, launchers, machine, stacks
 from movebench.core import envinfo, records, stats
 from movebench.core.records import free_space
 from movebench.core.tables import counted
 from movebench.core.task import Task, launch_path
 from movebench.core.transport import TransportLog
+from movebench.core.transport import check as check_transport
 from movebench.launchers.mpi import ShmWatch
 from movebench.launchers.process import stop_group
 
@@ -89,6 +90,8 @@ def run_kernel(task: Task, folder, launcher: str = "mpiexec", timeout: float = 6
         for line in (proc.stdout + proc.stderr).splitlines():
             transport.feed(line)
         kernel_meta["transport"] = transport.summary()
+        kernel_meta["transport_check"] = check_transport(stacks.named_env(task.stack, task.point),
+                                                         kernel_meta["transport"])
     return proc, recs, kernel_meta
 
 
@@ -455,6 +458,18 @@ def _run_launch(members: list[Member], name: str | None, args, signals: _Signals
             # start leaves behind (warm caches, a fresh DDict) falls on every member alike.
             seed = os.environ.get("MOVEBENCH_LAUNCH_ORDER_SEED", "0")
             random.Random(f"{seed}/{family}/{name}").shuffle(to_run)
+        if runtime.is_mpi and first_stack(to_run):
+            try:  # on first use: the stack's environment (movebench.stacks), once per checkout, under a lock
+                stacks.ensure(first_stack(to_run), say=_say)
+            except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
+                why = f"the stack {first_stack(to_run)['name']} could not be installed: {exc}"
+                for member, task in to_run:
+                    with _writing(member.failed):
+                        records.write_json(member.failed, {
+                            "family": family, "point_path": families.point_path(task.point), "launch": task.launch,
+                            **task.point, "ok": False, "error": why, "config_hash": args.config_hash})
+                _failed(f"movebench: {family} {label} FAILED: {why}")
+                return 1
         with _writing(task_path):
             kernel_tasks = [Task.from_dict({**task.to_dict(), "out": str(m.tmp("out")), "meta": str(m.tmp("meta"))})
                             for m, task in to_run]
@@ -527,6 +542,11 @@ def _run_launch(members: list[Member], name: str | None, args, signals: _Signals
                             launch_order_seed=_int_or_none(os.environ.get("MOVEBENCH_LAUNCH_ORDER_SEED")), **common)
                 if runtime.is_mpi:
                     meta["transport"] = run.transport.summary()
+                    meta["stack"] = stack_meta(task, runtime.python(task), meta)
+                    meta["transport_check"] = check_transport(stacks.named_env(task.stack, task.point),
+                                                              meta["transport"])
+                    for line in meta["transport_check"]["fell_back"]:
+                        _say(f"movebench: {family} {member.where}: FELL BACK: {line}", sys.stderr)
                 if allocation is not None:
                     meta["allocation"] = allocation
                 with _writing(member.meta):
@@ -568,6 +588,18 @@ def _run_launch(members: list[Member], name: str | None, args, signals: _Signals
             for leftover in (member.tmp("out"), member.tmp("meta")):
                 leftover.unlink(missing_ok=True)
         task_path.unlink(missing_ok=True)
+
+
+def first_stack(to_run) -> dict | None:
+    return to_run[0][1].stack
+
+
+def stack_meta(task: Task, python: str, meta: dict) -> dict:
+    """What the point's stack was and what its ranks say ran: the definition, the ranks' Python, the tuning
+    variables set, the library MPI reported."""
+    stack = task.stack or {"name": stacks.DEFAULT}
+    return {**stack, "python": python, "env_factors": stacks.env_of(task.point.get("env", "")),
+            "mpi_library": meta.get("mpi_library"), "mpi_library_version": meta.get("mpi_library_version")}
 
 
 def _outcome(member: Member, reason: str | None) -> tuple[str | None, list[dict]]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from movebench import families
+from movebench import families, stacks
 from movebench.config import CAMPAIGN, enabled_families
 from movebench.core.task import LAUNCH, Task, launch_path, planned_launches, point_path_of
 
@@ -55,9 +55,17 @@ def tasks(config: dict, grid_: dict[str, list[dict]]) -> dict[str, dict[str, Tas
     for name, points in grid_.items():
         fam, section = families.load(name), config[name]
         count = planned_launches(section.get("launches", 1))
-        out[name] = {launch_path(families.point_path(point), k): fam.planned_task(point, section, config[CAMPAIGN], k)
-                     for point in points for k in range(count)}
+        out[name] = {launch_path(families.point_path(point), k): _with_stack(
+            fam.planned_task(point, section, config[CAMPAIGN], k), config[CAMPAIGN]) for point in points
+            for k in range(count)}
     return out
+
+
+def _with_stack(task: Task, campaign: dict) -> Task:
+    """The task with its point's communication stack resolved (None for the default stack)."""
+    if "stack" in task.point:
+        task.stack = stacks.resolve(task.point["stack"], campaign)
+    return task
 
 
 def launch_groups(config: dict, tasks_: dict[str, dict[str, Task]]) -> dict[str, list[LaunchGroup]]:

@@ -73,11 +73,25 @@ def limited(table: pd.DataFrame, points: pd.DataFrame) -> list[dict]:
     return out
 
 
+def fell_back(points: pd.DataFrame) -> list[dict]:
+    """Points whose library ran another transport than their stack or tuning variables named (the first launch's
+    meta, `transport_check`; docs/stacks.md)."""
+    if not len(points) or "transport_check.fell_back" not in points.columns:
+        return []
+    out = []
+    for point, text in zip(points["point"], points["transport_check.fell_back"], strict=True):
+        lines = json.loads(text) if isinstance(text, str) and text.startswith("[") else []
+        if lines:
+            out.append({"point": point, "fell_back": lines})
+    return out
+
+
 def _section(points: pd.DataFrame, table: pd.DataFrame, summary: pd.DataFrame) -> dict:
     status = points["status"] if len(points) else pd.Series(dtype=str)
     failed = points[status == "failed"]
     return {
         "limited": limited(table, points),
+        "fell_back": fell_back(points),
         "overlapped": overlaps(points) if len(points) else [],
         "points": points["point"].tolist() if len(points) else [],
         "ok": points.loc[status == "ok", "point"].tolist() if len(points) else [],

@@ -147,7 +147,7 @@ class Family:
     def renamed_keys(self) -> dict[str, str]:
         """`renamed`, and the singular of each factor's key (the issue and the meta spell them singular)."""
         factors = {axis.name: f"the key is plural: {self.name}.{axis.key}, a list swept like any axis, e.g. "
-                   f"[{axis.implicit}]" for axis in self.axes if axis.implicit is not None}
+                   f"[{axis.implicit}]" for axis in self.axes if axis.implicit is not None and axis.name != axis.key}
         return {**factors, **self.renamed}
 
     @property
@@ -265,6 +265,28 @@ MEMORY_MODES = ("4k", "thp")
 # Added after campaigns had run: their defaults stay out of the path (Axis.implicit).
 MPI_THREAD_LEVEL = Axis("mpi_thread_level", "mpi_thread_levels", implicit="multiple")
 MEMORY_MODE = Axis("memory_mode", "memory_modes", implicit="4k")
+
+
+def env_combinations(section_env: dict) -> list[str]:
+    """`{UCX_TLS: [tcp, "sm,tcp"]}` -> ["UCX_TLS=tcp", "UCX_TLS=sm,tcp"]: every combination of the tuning variables'
+    values, a null leaving its variable unset, joined by spaces; "" when none is set (the implicit default)."""
+    combos: list[list[str]] = [[]]
+    for name, values in (section_env or {}).items():
+        values = values if isinstance(values, list) else [values]
+        combos = [c + ([f"{name}={v}"] if v is not None else []) for c in combos for v in values]
+    return [" ".join(c) for c in combos]
+
+
+def env_of(value: str) -> dict[str, str]:
+    """A point's `env` value back as variables."""
+    return dict(part.split("=", 1) for part in value.split()) if value else {}
+
+
+#: The communication stack (movebench.stacks: an MPI library, its launcher, its variables) and the tuning variables
+#: set for the ranks: factors of the MPI families; `default` (the campaign's own Python and the profile's launcher)
+#: and no variable stay out of the path.
+STACK = Axis("stack", "stacks", implicit="default")
+ENV = Axis("env", "env", env_combinations, implicit="")
 
 
 def point_path(point: dict, implicit: dict) -> str:

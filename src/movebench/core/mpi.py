@@ -22,6 +22,7 @@ def mpi_meta(comm) -> dict | None:
     hosts = [h for h, _, _, _ in placed]
     nodes = [n or h for h, n, _, _ in placed]
     level = MPI.Query_thread()
+    library = MPI.Get_library_version().replace("\x00", "").strip()  # Open MPI's ends in a NUL
     return {
         "ranks": comm.size,
         "hostnames": hosts,
@@ -31,7 +32,10 @@ def mpi_meta(comm) -> dict | None:
         # in meta["transport"] (e.g. tcp/eth0) map to addresses here
         "rank_addrs": [a for _, _, a, _ in placed],
         "host_interfaces": {h: ifs for h, _, _, ifs in sorted(placed, key=lambda p: p[0])},
-        "mpi_library": MPI.Get_library_version().strip().splitlines()[0],
+        "mpi_library": library.splitlines()[0],
+        # the whole of what the library says it is (MPICH: version, device and netmods, configure line)
+        "mpi_library_version": library,
+        "mpi_vendor": "{} {}".format(MPI.get_vendor()[0], ".".join(map(str, MPI.get_vendor()[1]))),
         "mpi_version": "{}.{}".format(*MPI.Get_version()),
         # Thread level matters: MPICH at "single" busy-polls and collapses when ranks outnumber cores
         # (docs/kernels.md, section 4).

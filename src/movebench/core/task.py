@@ -33,6 +33,9 @@ class Task:
     #: the point's launches: a count, or the adaptive rule {min, max, ci_target} (launch skips a launch the
     #: rule no longer needs)
     launches: int | dict = 1
+    #: the point's communication stack when not the default (movebench.stacks.resolve: name, wheel or prefix,
+    #: launcher, env): what the runtime starts the ranks with; a changed definition reruns the point
+    stack: dict | None = None
     #: where the kernel writes its records and meta; set by launch, empty in the plan
     out: str = ""
     meta: str = ""
@@ -56,14 +59,16 @@ class Task:
     def to_dict(self) -> dict:
         """The JSON form, which is also the point rule's params (a rerun trigger): `out` and `meta` only once
         launch has set them, `launch` only past launch 0, and `launches` only as an adaptive rule (launch needs
-        it to skip a launch). So a one-launch point's task is what it was before launches existed, and raising a
-        count of launches reruns none of the launches already measured."""
+        it to skip a launch), `stack` only when not the default. So a one-launch point's task is what it was
+        before launches existed, and raising a count of launches reruns none of the launches already measured."""
         data = asdict(self)
         for key, empty in (("out", ""), ("meta", ""), ("launch", 0)):
             if data[key] == empty:
                 del data[key]
         if not isinstance(data["launches"], dict):
             del data["launches"]
+        if data["stack"] is None:
+            del data["stack"]
         return data
 
 

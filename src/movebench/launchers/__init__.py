@@ -14,6 +14,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from movebench import stacks
 from movebench.core.task import Task
 from movebench.families import load as family_of
 from movebench.launchers import dragon, mpi
@@ -31,7 +32,7 @@ class Runtime:
 
     def command(self, task: Task, task_path, launcher: str = "mpiexec") -> list[str]:
         """The whole command of the point's kernel on its task file: the one place that builds it."""
-        kernel = [sys.executable, "-m", f"movebench.families.{task.family}.kernel", str(task_path)]
+        kernel = [self.python(task), "-m", f"movebench.families.{task.family}.kernel", str(task_path)]
         if self.is_mpi:
             return mpi.command(task, kernel, launcher)
         return dragon.command(task, kernel, family_of(task.family).runtime_options(task))
@@ -43,11 +44,15 @@ class Runtime:
         processes), so the first task places it; Dragon's room and segments are sized for the group's largest
         need (Family.group_runtime_options), and its launch record goes into every task's meta."""
         first = tasks[0]
-        kernel = [sys.executable, "-m", f"movebench.families.{first.family}.kernel", str(task_path)]
+        kernel = [self.python(first), "-m", f"movebench.families.{first.family}.kernel", str(task_path)]
         if self.is_mpi:
             return mpi.command(first, kernel, launcher)
         return dragon.command(first, kernel, family_of(first.family).group_runtime_options(tasks),
                               metas=[t.meta for t in tasks if t.meta])
+
+    def python(self, task: Task) -> str:
+        """The Python of the kernel's ranks: the point's stack's (movebench.stacks), else this one."""
+        return stacks.python_of(task.stack) if self.is_mpi else sys.executable
 
     def environment(self, task: Task, env) -> dict:
         """The kernel's environment: `env` with what the runtime sets for the point."""

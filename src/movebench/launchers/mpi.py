@@ -12,9 +12,11 @@ import sys
 import threading
 from pathlib import Path
 
+from movebench import stacks
 from movebench.core.task import Task
 from movebench.core.transport import probe_env
 from movebench.launchers.process import descendants
+from movebench.spec import env_of
 
 SHM = Path("/dev/shm")
 # MPICH 4 (ch4) names its intranode segment mpich_shm_<world id>_<node> (and mpich_vci_... with
@@ -24,24 +26,31 @@ SHM = Path("/dev/shm")
 MPICH_SEGMENTS = ("mpich_shm_", "mpich_vci_")
 
 
-def launcher_command(launcher: str, ranks: int, nodes: int) -> list[str]:
+def launcher_command(launcher: str, ranks: int, nodes: int, python: str | None = None) -> list[str]:
     """`launcher` may place {ranks} and {nodes} itself ("srun -N {nodes} -n {ranks}"); else `-n ranks` follows.
 
-    A bare program name is looked up beside this Python first: the mpich wheel puts its
-    mpiexec there, and it must match the MPI library mpi4py loads.
+    A bare program name is looked up beside the ranks' Python (`python`, default this one) first: an MPI
+    wheel puts its mpiexec there, and it must match the MPI library mpi4py loads. For the same reason a
+    launcher beside this Python (the campaign's own MPI's) becomes the one beside a stack's Python.
     """
     if "{ranks}" in launcher or "{nodes}" in launcher:
         argv = shlex.split(launcher.format(ranks=ranks, nodes=nodes))
     else:
         argv = shlex.split(launcher) + ["-n", str(ranks)]
-    if "/" not in argv[0] and Path(sys.executable).with_name(argv[0]).exists():
-        argv[0] = str(Path(sys.executable).with_name(argv[0]))
+    program = Path(argv[0])
+    # a bare name, or one beside this Python (its own MPI's launcher), is the ranks' Python's: a stack's own
+    if "/" not in argv[0] or program.parent == Path(sys.executable).parent:
+        beside = Path(python or sys.executable).with_name(program.name)
+        if beside.exists():
+            argv[0] = str(beside)
     return argv
 
 
 def command(task: Task, kernel: list[str], launcher: str = "mpiexec") -> list[str]:
-    """The launcher's command for the point's ranks and nodes, then the kernel's."""
-    return launcher_command(launcher, task.ranks, task.nodes) + kernel
+    """The launcher's command for the point's ranks and nodes, then the kernel's (`kernel[0]` is the ranks'
+    Python). A stack that names its own launcher replaces the profile's."""
+    launcher = (task.stack or {}).get("launcher") or launcher
+    return launcher_command(launcher, task.ranks, task.nodes, kernel[0]) + kernel
 
 
 def environment(task: Task, env: dict) -> dict:
@@ -55,12 +64,16 @@ def environment(task: Task, env: dict) -> dict:
     UCX_ setting. The libraries' own logging says which transport they chose (core/transport.py).
     """
     env = dict(env)
+    # the stack's start (Open MPI as root), its own variables, then the point's tuning variables over them
+    env.update(stacks.launcher_env(task.stack))
+    env.update((task.stack or {}).get("env", {}))
+    env.update(env_of(task.point.get("env", "")))
     level = task.point.get("mpi_thread_level")
     if level:
         env["MPI4PY_RC_THREAD_LEVEL"] = level
     if task.nodes == 1:
         env.setdefault("UCX_MEM_EVENTS", "no")
-    env.update(probe_env(env))
+    env.update(probe_env(env, stacks.library_of(task.stack)))
     return env
 
 

@@ -4,7 +4,19 @@ from __future__ import annotations
 
 import math
 
-from movebench.spec import BANDWIDTH, ELAPSED, LOWER, MEMORY_MODE, MPI_THREAD_LEVEL, Axis, Family, Measure, Setting
+from movebench.spec import (
+    BANDWIDTH,
+    ELAPSED,
+    ENV,
+    LOWER,
+    MEMORY_MODE,
+    MPI_THREAD_LEVEL,
+    STACK,
+    Axis,
+    Family,
+    Measure,
+    Setting,
+)
 
 ITEM_BYTES = {"float64": 8, "float32": 4, "int64": 8, "int32": 4}
 # One rank's RSS before any data: interpreter, numpy, scipy, mpi4py, MPICH; planned well above what was
@@ -58,7 +70,7 @@ class Bcast(Family):
     name = "bcast"
     variant = "method"
     # what one launch fixes (the runtime's start, the MPI library and its thread level)
-    launch_group_axes = ("nodes", "ranks", "mpi_thread_level")
+    launch_group_axes = ("nodes", "ranks", "mpi_thread_level", "stack", "env")
     axes = (
         Axis("kind", "kinds"),
         Axis("method", "methods"),
@@ -69,6 +81,8 @@ class Bcast(Family):
         Axis("dtype", "dtypes"),
         MPI_THREAD_LEVEL,
         MEMORY_MODE,
+        STACK,
+        ENV,
     )
     settings = (Setting("seed"),)
     measures = (

@@ -22,7 +22,7 @@ METHODS = ("pickle", "buffer", "pkl5", "p2p", "rma", "osu")
 # (mean of back-to-back calls), so it stands beside buffer in a table of its own, not in the speed-ups.
 STUDY = ("pickle", "buffer", "pkl5", "p2p", "rma")
 IN_PLACE = ("buffer", "p2p", "rma")
-CASE = ["kind", "shape", "density", "dtype", "nodes", "ranks", "mpi_thread_level", "memory_mode"]
+CASE = ["kind", "shape", "density", "dtype", "nodes", "ranks", "mpi_thread_level", "memory_mode", "stack", "env"]
 _MiB = 2**20
 MEMORY_PLOT_MIN_BYTES = 4 * _MiB
 
@@ -33,7 +33,9 @@ def method_medians(table):
 
     table = table.assign(density=table["density"] if "density" in table else float("nan"),
                          memory_mode=table["memory_mode"] if "memory_mode" in table else "4k",
-                         mpi_thread_level=table["mpi_thread_level"] if "mpi_thread_level" in table else "multiple")
+                         mpi_thread_level=table["mpi_thread_level"] if "mpi_thread_level" in table else "multiple",
+                         stack=table["stack"] if "stack" in table else "default",
+                         env=table["env"].fillna("") if "env" in table else "")
     measured = counted(table)
     medians = (
         measured.groupby(CASE + ["method"], dropna=False, sort=True)

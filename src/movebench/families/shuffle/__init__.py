@@ -8,10 +8,12 @@ from movebench.core.sizes import expand_sizes
 from movebench.spec import (
     BANDWIDTH,
     ELAPSED,
+    ENV,
     HIGHER,
     LOWER,
     MEMORY_MODE,
     MPI_THREAD_LEVEL,
+    STACK,
     Axis,
     Family,
     Measure,
@@ -76,7 +78,7 @@ class Shuffle(Family):
     name = "shuffle"
     variant = "pattern"
     # what one launch fixes (the runtime's start, the MPI library and its thread level)
-    launch_group_axes = ("nodes", "ranks", "mpi_thread_level")
+    launch_group_axes = ("nodes", "ranks", "mpi_thread_level", "stack", "env")
     axes = (
         Axis("pattern", "patterns"),
         Axis("nodes", "nodes"),
@@ -86,6 +88,8 @@ class Shuffle(Family):
         Axis("skew", "skew", lambda values: [float(v) for v in values], when=_is_shuffle),
         MPI_THREAD_LEVEL,
         MEMORY_MODE,
+        STACK,
+        ENV,
     )
     settings = (
         Setting("iterations"),

@@ -24,7 +24,7 @@ from movebench.reportkit import (
 
 #: factors of a point besides its sizes and placement (movebench.spec): shown where a campaign varies them, and
 #: always kept apart, so that a figure never averages a single-threaded MPI with a multi-threaded one
-FACTORS = ("mpi_thread_level", "memory_mode")
+FACTORS = ("mpi_thread_level", "memory_mode", "stack", "env")
 
 
 def placement_label(nodes, ranks, *factors) -> str:
@@ -63,6 +63,28 @@ def intra_inter(bw):
     return out.dropna(how="all").reset_index()
 
 
+def stacks_side_by_side(bw):
+    """The communication stacks side by side (docs/stacks.md): per pattern, placement and message size (best
+    window), each stack's median bandwidth and its share of the best stack's. Empty unless the campaign ran more
+    than one stack."""
+    import pandas as pd
+
+    if bw.empty or "stack" not in bw or bw["stack"].nunique() < 2:
+        return pd.DataFrame()
+    best = best_window(bw)
+    others = [k for k in FACTORS if k != "stack" and k in best and best[k].nunique(dropna=False) > 1]
+    keys = [k for k in ("pattern", "nodes", "ranks", "message_size", "skew", *others)
+            if k in best and best[k].notna().any()]
+    wide = best.groupby(keys + ["stack"], dropna=False)["median"].first().unstack("stack")
+    top = wide.max(axis=1)
+    out = pd.DataFrame(index=wide.index)
+    for stack in wide.columns:
+        out[f"GB/s, {stack}"] = wide[stack] / 1e9
+    for stack in wide.columns:
+        out[f"{stack} / best"] = wide[stack] / top
+    return out.dropna(how="all").reset_index()
+
+
 class ShuffleReport(FamilyReport):
     """shuffle's report hooks (movebench.reportkit.FamilyReport)."""
 
@@ -89,7 +111,10 @@ class ShuffleReport(FamilyReport):
         # one line (seaborn would average them)
         bw["ranks, nodes"] = placement_labels(bw)
         bw["err_lo"], bw["err_hi"] = bw["GB/s"] - bw["ci_low"] / 1e9, bw["ci_high"] / 1e9 - bw["GB/s"]
-        ctx = {"figures": [], "shuffle_table": None, "intra_inter_table": None}
+        ctx = {"figures": [], "shuffle_table": None, "intra_inter_table": None, "stacks_table": None}
+        stacks = stacks_side_by_side(bw)
+        if not stacks.empty:
+            ctx["stacks_table"] = html_table(stacks)
         grid = sns.relplot(data=bw, x="message_size", y="GB/s", hue="window", style="ranks, nodes", col="pattern",
                            kind="line", marker="o", palette="viridis", col_wrap=min(2, bw["pattern"].nunique()),
                            height=3.2, aspect=1.3, facet_kws={"sharey": False})

@@ -32,6 +32,10 @@ def test_the_per_point_table_says_how_many_launches_and_how_much_between():
     assert "launches" in columns and "time between launches" in columns and "bandwidth between launches" in columns
     row = dict(zip(columns, table["rows"][0]["cells"], strict=True))
     assert row["launches"] == "3" and row["time between launches"].endswith("%")
+    # where a rerun lands: around the CI, wider (the CI is for the mean, a rerun brings its own launches)
+    ci = [float(v) for v in row["bandwidth 95% CI"].split(" – ")]
+    rerun = [float(v) for v in row["bandwidth a rerun lands in"].split(" – ")]
+    assert rerun[0] < ci[0] < ci[1] < rerun[1]
 
 
 def test_an_old_summary_says_one_launch():
@@ -39,6 +43,7 @@ def test_an_old_summary_says_one_launch():
     table = report.summary_table("shuffle", _section(old))
     row = dict(zip(table["columns"], table["rows"][0]["cells"], strict=True))
     assert row["launches"] == "1" and row["time between launches"] == "one launch"
+    assert row["time a rerun lands in"] == "one launch"
 
 
 def test_points_whose_spread_is_between_launches_are_named():

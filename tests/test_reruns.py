@@ -93,6 +93,14 @@ def test_a_report_edit_reruns_tables_and_report_only(copy):
     run()
 
 
+def test_a_statistics_edit_reruns_every_familys_tables_and_the_report_only(copy):
+    """The summaries are computed by core.stats: a new interval must reach the tables, not only new runs."""
+    repo, _, run = copy
+    edit(repo / "src/movebench/core/stats.py")
+    assert planned(run) == {"aggregate": 2, "report": 1, "all": 1}
+    run()
+
+
 def test_a_hint_in_the_spec_reruns_tables_and_report_only(copy):
     repo, _, run = copy
     spec = repo / "src/movebench/families/shuffle/__init__.py"

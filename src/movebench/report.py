@@ -211,15 +211,17 @@ def summary_table(name: str, section: dict) -> dict | None:
         suffix = f" ({label})" if label not in ("1", "") else ""
         columns.append(f"{_short(measure.name)}{suffix}")
         if measure.name in WITH_CI:
-            columns += [f"{_short(measure.name)} 95% CI", f"{_short(measure.name)} between launches"]
+            columns += [f"{_short(measure.name)} 95% CI", f"{_short(measure.name)} a rerun lands in",
+                        f"{_short(measure.name)} between launches"]
         for p in points:
             if p not in part.index:
-                cells[p] += [""] * (3 if measure.name in WITH_CI else 1)
+                cells[p] += [""] * (4 if measure.name in WITH_CI else 1)
                 continue
             row = part.loc[p]
             cells[p].append(units_.sig(row["median"] / factor))
             if measure.name in WITH_CI:
                 cells[p].append(f"{units_.sig(row['ci_low'] / factor)} – {units_.sig(row['ci_high'] / factor)}")
+                cells[p].append(rerun_cell(row, factor))
                 cells[p].append(between_cell(row))
     bw = median_of(summary, "bandwidth_Bps")
     with_bounds = not bw.empty and bw["bound"].notna().any() if "bound" in bw else False
@@ -246,6 +248,17 @@ def _launches(row) -> int:
     """How many launches stand behind a summary row: its `launches`, 1 for summaries written before launches."""
     value = row.get("launches") if hasattr(row, "get") else None
     return 1 if value is None or pd.isna(value) else int(value)
+
+
+def rerun_cell(row, factor: float) -> str:
+    """Where a rerun of the point with as many launches lands, 95% of the time (core.stats.rerun_interval): wider
+    than the CI, which is for the mean; "one launch" when no second launch tells it."""
+    low, high = row.get("rerun_low"), row.get("rerun_high")
+    if _launches(row) < 2:
+        return "one launch"
+    if low is None or high is None or pd.isna(low) or pd.isna(high):
+        return ""
+    return f"{units_.sig(low / factor)} – {units_.sig(high / factor)}"
 
 
 def between_cell(row) -> str:

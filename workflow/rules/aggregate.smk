@@ -9,6 +9,9 @@ rule aggregate:
             str(families.folder(w.family) / "__init__.py"),
             str(families.folder(w.family) / "report.py"),
             str(PACKAGE / "aggregate.py"),
+            # the summary's statistics and the tables' columns: a change of either recomputes the tables
+            str(PACKAGE / "core" / "stats.py"),
+            str(PACKAGE / "core" / "tables.py"),
         ],
     output:
         records=report(

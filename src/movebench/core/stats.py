@@ -62,7 +62,8 @@ def summarize(values) -> dict:
 # --- launches: the launch is the unit of replication ---
 
 #: What `launch_summary` adds to `summarize`'s fields.
-LAUNCH_FIELDS = ("launches", "ci_level", "between_share", "sd_between_log", "sd_within_log")
+LAUNCH_FIELDS = ("launches", "ci_level", "between_share", "sd_between_log", "sd_within_log", "rerun_low",
+                 "rerun_high")
 
 
 def _betai(a: float, b: float, x: float) -> float:
@@ -136,6 +137,23 @@ def launch_interval(centres, confidence: float = 0.95):
     return mean - half, mean + half
 
 
+def rerun_interval(centres, confidence: float = 0.95):
+    """Where the same estimate from a rerun with as many launches lands (`confidence` of the time): the
+    prediction interval mean +- t(df = L - 1) x s x sqrt(2 / L) of the launch centres along the last axis.
+
+    A confidence interval covers the true mean; a rerun's estimate carries its own launch noise too, so a 95%
+    CI of 3 launches holds another run's estimate only ~91% of the time (87% at 6), however exact it is
+    (tests/test_launch_stats.py). This is the interval for "if I run it again". Neither sees what is shared
+    by every launch of one run (the machine's state that day): docs/compare.md, "Launches"."""
+    import numpy as np
+
+    x = np.asarray(centres, dtype=float)
+    n = x.shape[-1]
+    mean = x.mean(axis=-1)
+    half = t_quantile(0.5 + confidence / 2, n - 1) * x.std(axis=-1, ddof=1) * math.sqrt(2 / n)
+    return mean - half, mean + half
+
+
 def variance_components(launches) -> tuple[float | None, float | None, float | None]:
     """(between_share, sd_between, sd_within) of values grouped by launch: a one-way random-effects ANOVA
     (method of moments, unbalanced: n0 = (N - sum n_i^2 / N) / (L - 1)); the between-launch variance is
@@ -168,8 +186,9 @@ def launch_summary(launches, confidence: float = 0.95) -> dict:
     repetitions) and the CI is the t-interval (df = L - 1) of the log launch medians, exponentiated: a launch
     median is nearly normal on the log scale and the t-interval is exact for normal centres at any L, where a
     bootstrap over 3 launches has 10 distinct resamples and under-covers (docs/compare.md, "Launches").
-    With one launch it is `summarize` itself (the repetitions' order-statistics CI), `ci_level` "repetitions".
-    Launches with no value are dropped.
+    `rerun_low`/`rerun_high`: where a rerun of the point with as many launches lands (`rerun_interval`).
+    With one launch it is `summarize` itself (the repetitions' order-statistics CI), `ci_level` "repetitions",
+    and no rerun interval. Launches with no value are dropped.
     """
     import numpy as np
 
@@ -180,16 +199,20 @@ def launch_summary(launches, confidence: float = 0.95) -> dict:
             groups.append(np.sort(x))
     pooled = [float(v) for g in groups for v in g]
     out = summarize(pooled) | {"launches": len(groups), "ci_level": "repetitions", "between_share": None,
-                               "sd_between_log": None, "sd_within_log": None}
+                               "sd_between_log": None, "sd_within_log": None, "rerun_low": None,
+                               "rerun_high": None}
     if len(groups) < 2:
         return out
     positive = all(g[0] > 0 for g in groups)
     medians = np.array([np.median(g) for g in groups])
-    low, high = launch_interval(np.log(medians) if positive else medians, confidence)
+    centres = np.log(medians) if positive else medians
+    low, high = launch_interval(centres, confidence)
+    rerun_low, rerun_high = rerun_interval(centres, confidence)
     if positive:
         low, high = math.exp(low), math.exp(high)
+        rerun_low, rerun_high = math.exp(rerun_low), math.exp(rerun_high)
     share, sd_between, sd_within = variance_components([np.log(g) if positive else g for g in groups])
     out.update(median=float(np.median(medians)), ci_low=float(low), ci_high=float(high),
                ci_exact=True, ci_level="launches", between_share=share, sd_between_log=sd_between,
-               sd_within_log=sd_within)
+               sd_within_log=sd_within, rerun_low=float(rerun_low), rerun_high=float(rerun_high))
     return out

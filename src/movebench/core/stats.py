@@ -145,12 +145,9 @@ def rerun_interval(centres, confidence: float = 0.95):
     CI of 3 launches holds another run's estimate only ~91% of the time (87% at 6), however exact it is
     (tests/test_launch_stats.py). This is the interval for "if I run it again". Neither sees what is shared
     by every launch of one run (the machine's state that day): docs/compare.md, "Launches"."""
-    import numpy as np
-
-    x = np.asarray(centres, dtype=float)
-    n = x.shape[-1]
-    mean = x.mean(axis=-1)
-    half = t_quantile(0.5 + confidence / 2, n - 1) * x.std(axis=-1, ddof=1) * math.sqrt(2 / n)
+    # the CI's half-width is t x s / sqrt(L); a rerun adds its own s / sqrt(L) in quadrature: sqrt(2) wider
+    low, high = launch_interval(centres, confidence)
+    mean, half = (low + high) / 2, (high - low) / 2 * math.sqrt(2)
     return mean - half, mean + half
 
 

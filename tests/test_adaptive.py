@@ -72,8 +72,17 @@ def test_decide_without_values_goes_on():
 
 def test_half_width_is_the_order_statistics_of_the_median_ci():
     values = [float(v) for v in range(1, 11)]  # n = 10: x_(2) and x_(9), 1-based
-    median, lo, hi, width = relative_half_width(values)
-    assert (median, lo, hi) == (5.5, 2.0, 9.0) and width == pytest.approx(3.5 / 5.5)
+    median, lo, hi, width, covers = relative_half_width(values)
+    assert (median, lo, hi, covers) == (5.5, 2.0, 9.0, True) and width == pytest.approx(3.5 / 5.5)
+
+
+def test_ties_below_six_repetitions_never_meet_the_target():
+    # two repetitions that tie at the timer's resolution: a range of zero, but an interval that covers <95%
+    assert relative_half_width([1e-5, 1e-5])[3:] == (0.0, False)
+    policy = RepetitionPolicy(min=2, max=3, ci_target=1e-9)
+    assert not decide([1e-5, 1e-5], policy).stop
+    assert decide([1e-5, 1e-5, 1e-5], policy).reason == "max_repetitions"
+    assert decide([1e-5] * 6, RepetitionPolicy(min=2, max=9, ci_target=1e-9)).reason == "ci_target"
 
 
 def test_agree_makes_every_rank_take_rank_zeros_decision():

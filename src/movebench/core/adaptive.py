@@ -8,7 +8,8 @@ as a half-width relative to the median, is within `ci_target`; or `max` repetiti
 
 half-width = (x_(hi) - x_(lo)) / 2 over the order statistics that bound the median's CI, relative
 to the median. Below 6 repetitions no pair of order statistics covers 95%, the interval is the
-whole range (stats.median_ci_ranks), so `min` below 6 makes the target easy to miss, never to fake.
+whole range (stats.median_ci_ranks), whose coverage is below 95%: such a count never meets the target,
+however narrow its range (two repetitions that tie at the timer's resolution have a range of zero).
 
 Every rank of an MPI point must stop after the same repetition: kernels pass their reduced timings
 (equal on every rank), and `agree` (e.g. rank 0's decision broadcast) settles the wall clock, which is not.
@@ -76,13 +77,13 @@ class Decision:
         return {"stop_reason": self.reason, "ci_half_width_rel": width, "repetitions_run": self.n}
 
 
-def relative_half_width(values: Sequence[float]) -> tuple[float, float, float, float]:
-    """(median, ci_low, ci_high, half-width / |median|) of the median's 95% CI."""
+def relative_half_width(values: Sequence[float]) -> tuple[float, float, float, float, bool]:
+    """(median, ci_low, ci_high, half-width / |median|, whether the interval covers 95%) of the median's CI."""
     x = sorted(values)
-    lo, hi, _ = median_ci_ranks(len(x))
+    lo, hi, exact = median_ci_ranks(len(x))
     median = statistics.median(x)
     half = (x[hi] - x[lo]) / 2
-    return median, x[lo], x[hi], (half / abs(median) if median else float("inf"))
+    return median, x[lo], x[hi], (half / abs(median) if median else float("inf")), exact
 
 
 def decide(values: Sequence[float], policy: RepetitionPolicy, elapsed_s: float = 0.0,
@@ -102,14 +103,14 @@ def decide(values: Sequence[float], policy: RepetitionPolicy, elapsed_s: float =
         if policy.fixed:
             return Decision(n >= policy.max, "fixed" if n >= policy.max else None, n, None, None, None, None)
         return Decision(True, "failed", n, None, None, None, None)
-    median, ci_low, ci_high, width = relative_half_width(values)
+    median, ci_low, ci_high, width, covers = relative_half_width(values)
 
     def done(reason):
         return Decision(True, reason, n, median, ci_low, ci_high, width)
 
     if policy.fixed:
         return done("fixed") if n >= policy.max else Decision(False, None, n, median, ci_low, ci_high, width)
-    if policy.ci_target is not None and n >= policy.min and width <= policy.ci_target:
+    if policy.ci_target is not None and n >= policy.min and covers and width <= policy.ci_target:
         return done("ci_target")
     if n >= policy.max:
         return done("max_repetitions")

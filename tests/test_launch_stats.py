@@ -116,3 +116,13 @@ def test_one_launch_is_todays_summary():
     # empty launches are dropped: still one launch
     assert launch_summary([[], values, [float("nan")]]) == s
     assert launch_summary([])["n"] == 0 and launch_summary([])["launches"] == 0
+
+
+def test_intervals_hold_their_estimate():
+    # launches that agree to the byte: exp(mean log) alone came back as 5087.999..., outside [5088, 5088]
+    s = launch_summary([[5088.0] * 3] * 3)
+    assert s["ci_low"] <= s["median"] == 5088.0 <= s["ci_high"]
+    assert s["rerun_low"] <= 5088.0 <= s["rerun_high"]
+    # one launch far off: the median of the launch medians, not their geometric mean, is the estimate
+    s = launch_summary([[1.0, 1.0], [1.0, 1.0], [1.001, 1.001], [1.001, 1.001], [50.0, 50.0]])
+    assert s["ci_low"] <= s["median"] <= s["ci_high"] and s["rerun_low"] <= s["median"] <= s["rerun_high"]

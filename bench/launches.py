@@ -1,4 +1,4 @@
-"""Honest uncertainty, measured: the default campaign three times (A, A2, A3) and once with shuffle's window 64
+"""Honest uncertainty, measured: the default campaign four times (A, A2, A3, A4) and once with shuffle's window 64
 replaced by 1 (B), all on one commit, then what the verdicts and intervals say about them.
 
 Run:
@@ -7,11 +7,12 @@ Run:
   .venv/bin/python bench/launches.py --keep OUT --reuse A=path/to/results   # keep the results; reuse a finished A
 
 It prints, with the checkout's own `python -m movebench compare` (so an older checkout is judged by its own rules):
-- A/A false verdicts: regressed + improved over the three pairs (A-A2, A-A3, A2-A3), of the judged point-measures
-  (those not `inconclusive`, `only in ...` or not comparable);
+- A/A false verdicts: regressed + improved over the six pairs of A..A4, of the judged point-measures
+  (those not `inconclusive`, `only in ...` or not comparable); then again with `--noise-from` the other two
+  runs (disjoint from the pair judged: the run-to-run variance is measured on runs the pair does not contain);
 - A/B: B's window 1 against A's window 64 (`--match-ignoring window=64:1`), each shuffle stream point's verdict
   and ratio, with the minimum detectable change where the checkout's compare reports one;
-- CI coverage: the share of A2's and A3's point estimates (the summary's median) that fall inside A's 95% CI,
+- CI coverage: the share of A2's, A3's and A4's point estimates (the summary's median) that fall inside A's 95% CI,
   per family, over every summarised measure; and inside A's rerun interval (where a rerun lands), where the
   checkout's summaries have one;
 - the wall time of each campaign (campaign_run.json's `wall_s`).
@@ -93,7 +94,7 @@ def main(argv=None) -> int:
     p.add_argument("--config", type=Path, help="the campaign (default: the checkout's config/config.yaml)")
     p.add_argument("--keep", type=Path, help="folder for the four results folders (default: a temporary one)")
     p.add_argument("--reuse", action="append", default=[], metavar="NAME=PATH",
-                   help="a finished results folder to use instead of running NAME (A, A2, A3 or B)")
+                   help="a finished results folder to use instead of running NAME (A, A2, A3, A4 or B)")
     args = p.parse_args(argv)
     checkout = args.checkout.resolve()
     config = yaml.safe_load((args.config or checkout / "config" / "config.yaml").read_text())
@@ -104,7 +105,7 @@ def main(argv=None) -> int:
     folders, walls = {}, {}
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=checkout, capture_output=True, text=True)
     print(f"checkout {checkout} ({commit.stdout.strip()}), results in {out}")
-    for name, cfg in (("A", config), ("A2", config), ("A3", config), ("B", changed)):
+    for name, cfg in (("A", config), ("A2", config), ("A3", config), ("A4", config), ("B", changed)):
         if name in reuse:
             folders[name] = Path(reuse[name]).resolve()
             run = json.loads((folders[name] / "campaign_run.json").read_text())
@@ -114,16 +115,21 @@ def main(argv=None) -> int:
         folders[name] = out / name
         walls[name] = run_campaign(checkout, cfg, folders[name])
 
-    print("\nA/A (no change): false verdicts = regressed + improved, of the judged point-measures")
-    false_total = judged_total = 0
-    for x, y in (("A", "A2"), ("A", "A3"), ("A2", "A3")):
-        frame = compare(checkout, folders[x], folders[y], out / f"compare-{x}-{y}")
-        ok = judged(frame)
-        wrong = ok["verdict"].isin(["regressed", "improved"]).sum()
-        false_total, judged_total = false_total + wrong, judged_total + len(ok)
-        print(f"  {x}/{y}: {wrong} of {len(ok)} judged ({len(frame)} point-measures): "
-              + ", ".join(f"{k} {v}" for k, v in frame["verdict"].value_counts().items()))
-    print(f"  all three pairs: {false_total} of {judged_total} = {false_total / max(judged_total, 1):.1%}")
+    runs = ["A", "A2", "A3", "A4"]
+    pairs = [(x, y) for i, x in enumerate(runs) for y in runs[i + 1:]]
+    for label, noise in (("plain", False), ("with --noise-from the other two runs", True)):
+        print(f"\nA/A (no change), {label}: false verdicts = regressed + improved, of the judged point-measures")
+        false_total = judged_total = 0
+        for x, y in pairs:
+            extra = ["--noise-from", *(str(folders[r]) for r in runs if r not in (x, y))] if noise else []
+            frame = compare(checkout, folders[x], folders[y], out / f"compare-{x}-{y}{'-noise' if noise else ''}",
+                            *extra)
+            ok = judged(frame)
+            wrong = ok["verdict"].isin(["regressed", "improved"]).sum()
+            false_total, judged_total = false_total + wrong, judged_total + len(ok)
+            print(f"  {x}/{y}: {wrong} of {len(ok)} judged ({len(frame)} point-measures): "
+                  + ", ".join(f"{k} {v}" for k, v in frame["verdict"].value_counts().items()))
+        print(f"  all {len(pairs)} pairs: {false_total} of {judged_total} = {false_total / max(judged_total, 1):.1%}")
 
     print("\nA/B: B's shuffle window 1 against A's 64 (bandwidth_Bps of the stream points)")
     frame = compare(checkout, folders["A"], folders["B"], out / "compare-A-B", "--match-ignoring", "window=64:1")
@@ -131,18 +137,25 @@ def main(argv=None) -> int:
                & frame["point"].str.contains("window~64") & ~frame["point"].str.contains("pattern~shuffle")]
     cols = [c for c in ("point", "ratio", "ci_low", "ci_high", "verdict", "launches", "mdc") if c in ab]
     print(ab[cols].to_string(index=False))
+    print("  with --noise-from A3 A4:")
+    frame = compare(checkout, folders["A"], folders["B"], out / "compare-A-B-noise", "--match-ignoring", "window=64:1",
+                    "--noise-from", str(folders["A3"]), str(folders["A4"]))
+    ab = frame[(frame["family"] == "shuffle") & (frame["measure"] == "bandwidth_Bps")
+               & frame["point"].str.contains("window~64") & ~frame["point"].str.contains("pattern~shuffle")]
+    print(ab[cols].to_string(index=False))
 
-    print("\nCI coverage: A2's and A3's point estimates inside A's 95% CI")
-    cov = coverage(folders["A"], [folders["A2"], folders["A3"]])
+    others = [folders[r] for r in runs[1:]]
+    print("\nCI coverage: A2's, A3's and A4's point estimates inside A's 95% CI")
+    cov = coverage(folders["A"], others)
     per_family = cov.groupby("family")[["inside", "of"]].sum()
     per_family["share"] = per_family["inside"] / per_family["of"]
     print(per_family.to_string())
     print(f"  all: {cov['inside'].sum()} of {cov['of'].sum()} = {cov['inside'].sum() / max(cov['of'].sum(), 1):.1%}")
     print("  (a rerun's estimate carries its own launch noise: an exact 95% CI of 3 launches holds it ~89% of the time,"
           " tests/test_launch_stats.py)")
-    rerun = coverage(folders["A"], [folders["A2"], folders["A3"]], "rerun_low", "rerun_high")
+    rerun = coverage(folders["A"], others, "rerun_low", "rerun_high")
     if not rerun.empty:
-        print("\nRerun interval: A2's and A3's point estimates inside where A says a rerun lands (95%)")
+        print("\nRerun interval: A2's, A3's and A4's point estimates inside where A says a rerun lands (95%)")
         per_family = rerun.groupby("family")[["inside", "of"]].sum()
         per_family["share"] = per_family["inside"] / per_family["of"]
         print(per_family.to_string())

@@ -101,3 +101,31 @@ def test_results_folders_with_and_without_launch_load_and_compare(tmp_path, with
     frame = compare.compare(tmp_path / "a", tmp_path / "b")
     assert len(frame) == 2 * len(POINTS)
     assert set(frame["unit"]) == {"launches" if with_launch else "repetitions"}
+
+
+def test_noise_from_runs_with_launches_adds_their_run_variance_not_thresholds(tmp_path, capsys):
+    from movebench.cli import main
+
+    rng = np.random.default_rng(40)
+
+    def run(seed):  # each run moves every point by its own 25% effect, beyond its launches
+        return records(3, {p: math.exp(rng.normal(0, 0.25)) for p in POINTS}, seed=seed)
+
+    folders = []
+    for k in range(4):
+        folder = tmp_path / f"a{k}"
+        (folder / "tables").mkdir(parents=True)
+        run(k).to_parquet(folder / "tables" / "shuffle.parquet", index=False)
+        folders.append(folder)
+    noise = compare.noise_from(folders[2:])
+    assert noise.thresholds == {}  # launch-level rows: no threshold raised
+    spread = noise.run_variance["shuffle.elapsed_s"]
+    assert (spread.points, spread.runs, spread.df) == (len(POINTS), 2, len(POINTS)) and spread.sd > 0
+    plain = compare.compare(folders[0], folders[1])
+    judged = compare.compare(folders[0], folders[1], run_variance=noise.run_variance)
+    assert (judged["mdc"] > plain["mdc"]).all()  # the run effect is noise the launches cannot average away
+    assert main(["compare", str(folders[0]), str(folders[1]), "--noise-from", *map(str, folders[2:]),
+                 "--out", str(tmp_path / "out")]) in (0, 1)
+    printed = capsys.readouterr().out
+    assert "run-to-run spread from the 2 runs" in printed and "shuffle.elapsed_s: " in printed
+    assert "thresholds from the A/A pairs" not in printed

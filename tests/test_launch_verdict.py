@@ -11,6 +11,7 @@ from movebench.core.verdict import (
     compare_launches,
     compare_samples,
     pooled_launch_variance,
+    run_level_variance,
     verdict,
 )
 
@@ -111,3 +112,62 @@ def test_raw_scale_launches():
     base = [[0.0, 1.0, 2.0], [1.0, 1.0, 1.0], [1.0, 2.0, 0.0]]
     result = compare_launches(base, base)
     assert result.scale == "raw" and result.ratio == pytest.approx(1.0)
+
+
+# --- a third level: what every launch of one run shares (the machine that day) ---
+
+SD_RUN = 0.15
+
+
+def runs_of(rng, runs, launches, sd_run=SD_RUN, ratio=1.0):
+    """One family's points measured in `runs` runs of `launches` launches, each run moving a point by its own
+    effect; the last run scaled by `ratio`."""
+    points = []
+    for _ in range(POINTS):
+        per_run = []
+        for r in range(runs):
+            shift = rng.normal(0, sd_run) + (math.log(ratio) if r == runs - 1 else 0.0)
+            per_run.append(np.exp(shift + rng.normal(0, SD_BETWEEN, (launches, 1))
+                                  + rng.normal(0, SD_WITHIN, (launches, REPETITIONS))).tolist())
+        points.append(per_run)
+    return points
+
+
+def test_run_level_variance_recovers_the_run_effect():
+    rng = np.random.default_rng(30)
+    estimates = [run_level_variance(runs_of(rng, 3, 3))[0] for _ in range(40)]
+    assert np.mean(estimates) == pytest.approx(SD_RUN**2, rel=0.2)
+    variance, df, points = run_level_variance(runs_of(rng, 3, 3))
+    assert (df, points) == (2 * POINTS, POINTS)
+    none = [run_level_variance(runs_of(rng, 2, 3, sd_run=0.0))[0] for _ in range(40)]
+    assert np.mean(none) < 0.2 * SD_RUN**2  # launches alone: near 0 (clipping at 0 biases it up a little)
+    assert run_level_variance([[[[1.0, 1.1]], [[1.0]]]]) is None  # one launch a run: nothing to separate
+
+
+def test_aa_rate_with_run_effects_holds_only_with_the_runs_variance():
+    # A/A pairs of runs that each move a point by 15% beyond their launches: the launch-level test alone calls
+    # far more than 2% changed; with the run-level variance measured on two other runs it stays at the rate
+    rng = np.random.default_rng(31)
+    plain = with_runs = judged = 0
+    for _ in range(60):
+        calibration = run_level_variance(runs_of(rng, 2, 3))
+        pair = runs_of(rng, 2, 3)
+        pooled = pooled_launch_variance([tuple(p) for p in pair])
+        for base, new in pair:
+            judged += 1
+            plain += verdict(compare_launches(base, new, pooled=pooled), "lower") in ("regressed", "improved")
+            result = compare_launches(base, new, pooled=pooled, run_level=calibration[:2])
+            with_runs += verdict(result, "lower") in ("regressed", "improved")
+    print(f"A/A with a 15% run effect, 3 launches: {plain / judged:.4f} plain, {with_runs / judged:.4f} with the "
+          f"runs' variance, of {judged}")
+    assert plain / judged > 0.03 and with_runs / judged <= 0.02
+
+
+def test_more_launches_cannot_resolve_below_the_run_effect():
+    rng = np.random.default_rng(32)
+    base, new = runs_of(rng, 2, 3)[0]
+    without = compare_launches(base, new)
+    run = compare_launches(base, new, run_level=(SD_RUN**2, 40))
+    assert run.mdc > without.mdc and run.mdc_double > without.mdc_double
+    assert run.mdc_double > math.exp(2.0 * math.sqrt(2) * SD_RUN) - 1  # twice the launches: the floor stays
+    assert compare_launches(base, new, run_level=(0.0, 40)) == without

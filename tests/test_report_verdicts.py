@@ -419,6 +419,26 @@ def test_compare_noise_from_sets_the_sections_thresholds_from_an_aa_pair(tmp_pat
     assert "shuffle.bandwidth_Bps" in html
 
 
+def test_compare_noise_from_runs_with_launches_shows_their_run_to_run_spread(tmp_path):
+    def run(seed):  # 3 launches of 4 points
+        rows = []
+        for k, size in enumerate((1, 4, 16, 64)):
+            for launch in range(3):
+                noise_seed = seed + 10 * k + launch
+                rows += [{**r, "launch": launch} for r in stream("uni", 4e9, size=size * KiB, seed=noise_seed)]
+        return rows
+
+    a, a2, base = (write_tables(tmp_path / name, "shuffle", run(seed))
+                   for name, seed in (("a", 1), ("a2", 2), ("b", 3)))
+    cfg = campaign(tmp_path, compare_to=str(base), compare_noise_from=[str(a), str(a2)])
+    sections = {"shuffle": section("shuffle", run(4))}
+    comparison = report_verdicts.comparison(cfg, report_verdicts.results_of(cfg, sections))
+    assert comparison["noise"] == [] and {r["key"] for r in comparison["run_noise"]} >= {"shuffle.bandwidth_Bps"}
+    assert set(comparison["frame"]["unit"]) == {"launches"}
+    html = report.render_html(cfg, sections)
+    assert "Run-to-run spread from one campaign run 2 times" in html and "Thresholds from" not in html
+
+
 @pytest.mark.parametrize("keys, problem", [
     ({"compare_noise_from": ["/x", "/y"]}, "campaign.compare_noise_from = [/x, /y]: sets compare_to's thresholds"),
     ({"compare_noise_from": ["/x"]}, "campaign.compare_noise_from"),

@@ -29,6 +29,7 @@ from movebench.core.verdict import (
     compare_launches,
     compare_samples,
     pooled_launch_variance,
+    run_level_variance,
     verdict,
 )
 from movebench.core.verdict import direction as direction_by_name
@@ -231,12 +232,68 @@ class NoiseThreshold:
 def noise_thresholds(folders, floor: dict | None = None, allow_different: bool = False) -> dict[str, NoiseThreshold]:
     """`thresholds_from_noise` of every pair of `folders`: results folders (or `Results`) of one campaign run
     two or more times."""
+    return noise_from(folders, floor, allow_different).thresholds
+
+
+@dataclass(frozen=True)
+class RunVariance:
+    """What the runs of one campaign say a family's measure varies by from run to run, beyond its launches:
+    the variance of a point's run effect on the log scale (`core.verdict.run_level_variance`)."""
+
+    family: str
+    measure: str
+    variance: float
+    df: int
+    points: int
+    runs: int
+
+    @property
+    def sd(self) -> float:
+        return math.sqrt(self.variance)
+
+
+@dataclass(frozen=True)
+class Noise:
+    """What A/A runs of one campaign say: thresholds for measures judged within one launch (`thresholds`),
+    the run-level variance for measures judged at the launch level (`run_variance`)."""
+
+    thresholds: dict[str, NoiseThreshold]
+    run_variance: dict[str, RunVariance]
+
+
+def noise_from(folders, floor: dict | None = None, allow_different: bool = False) -> Noise:
+    """The noise of `folders`, results folders (or `Results`) of one campaign run two or more times.
+
+    Points measured in 2 launches or more per run are judged at the launch level, whose test already holds
+    the launch-to-launch spread: what the runs add is the run's own effect, a variance (`run_variances`)
+    that joins the test's, not a raised threshold. Points of one launch keep today's rule: their A/A
+    ratios raise the thresholds (`thresholds_from_noise`)."""
     runs = [f if isinstance(f, Results) else read_results(f) for f in folders]
     if len(runs) < 2:
         raise ValueError("the launch-to-launch spread needs one campaign run at least twice: give two folders or more")
     pairs = [compare(runs[i], runs[j], floor, allow_different=allow_different)
              for i in range(len(runs)) for j in range(i + 1, len(runs))]
-    return thresholds_from_noise(pairs, floor)
+    return Noise(thresholds_from_noise(pairs, floor), run_variances(runs))
+
+
+def run_variances(runs) -> dict[str, RunVariance]:
+    """Per `family.measure`, the run-level variance of `runs` (results of one campaign run several times),
+    from the points measured in every run; measures with no point of 2 launches in 2 runs are left out."""
+    runs = [r if isinstance(r, Results) else read_results(r) for r in runs]
+    launches: dict[tuple[str, str], dict[str, list]] = {}
+    for res in runs:
+        for (family, point), group in counted(res.records).groupby(["family", "point"], sort=False):
+            for measure in measures_of(family, group.columns):
+                values = _launch_values(group, measure)
+                if values:
+                    launches.setdefault((family, measure), {}).setdefault(point, []).append(values)
+    out = {}
+    for (family, measure), points in sorted(launches.items()):
+        found = run_level_variance(points.values())
+        if found is not None:
+            variance, df, used = found
+            out[f"{family}.{measure}"] = RunVariance(family, measure, variance, df, used, len(runs))
+    return out
 
 
 def with_noise(thresholds: dict | None, noise: dict[str, NoiseThreshold]) -> dict:
@@ -257,7 +314,8 @@ def thresholds_from_noise(aa, floor: dict | None = None) -> dict[str, NoiseThres
     (`--threshold`'s dict). Families with fewer than NOISE_MIN_POINTS judged point-measures keep the floor.
     """
     aa = pd.concat(aa, ignore_index=True) if isinstance(aa, list) else aa
-    judged = aa[~aa["verdict"].isin((ONLY_BASE, ONLY_NEW, NOT_COMPARABLE))]
+    # a launch-level row's test holds the launch spread already: its runs' noise is a variance (run_variances)
+    judged = aa[~aa["verdict"].isin((ONLY_BASE, ONLY_NEW, NOT_COMPARABLE)) & (aa["unit"] != "launches")]
     out = {}
     for (family, measure), rows in judged.groupby(["family", "measure"], sort=True):
         logs = [math.log(r) for r in rows["ratio"] if r and r > 0 and math.isfinite(r)]
@@ -350,10 +408,10 @@ def _launch_values(group: pd.DataFrame | None, measure: str) -> list[list[float]
     return [v for v in lists if v]
 
 
-def _judge(base: list[list[float]], new: list[list[float]], pooled) -> object:
+def _judge(base: list[list[float]], new: list[list[float]], pooled, run_level=None) -> object:
     """compare_launches when both sides have 2 launches or more, else today's comparison of the repetitions."""
     if len(base) >= 2 and len(new) >= 2:
-        return compare_launches(base, new, pooled=pooled)
+        return compare_launches(base, new, pooled=pooled, run_level=run_level)
     result = compare_samples([v for launch in base for v in launch], [v for launch in new for v in launch])
     return replace(result, launches_base=len(base), launches_new=len(new))
 
@@ -418,13 +476,15 @@ def _match_keys(groups: dict, ignoring: dict, side: str) -> tuple[dict, dict, in
 
 
 def compare(base, new, thresholds: dict | None = None, allow_different: bool = False,
-            match_ignoring: dict | None = None) -> pd.DataFrame:
+            match_ignoring: dict | None = None, run_variance: dict | None = None) -> pd.DataFrame:
     """One row per point and measure (columns `COLUMNS`); `base`/`new` are results folders or `Results`.
 
     `match_ignoring` ({"window": None} or {"window": ("64", "1")}, see `parse_match_ignoring`)
     pairs points that differ in those parameters: BASE's point with NEW's point whose other
     parameters are equal (with values given, only BASE's points at the first and NEW's at the
     second take part). `point` is then BASE's path and `point_new` NEW's.
+    `run_variance` ({"family.measure": RunVariance} of `noise_from`): the run-level variance each launch-level
+    test adds.
     """
     base = base if isinstance(base, Results) else read_results(base)
     new = new if isinstance(new, Results) else read_results(new)
@@ -484,7 +544,9 @@ def compare(base, new, thresholds: dict | None = None, allow_different: bool = F
             spread.setdefault((row["family"], row["measure"]), []).append((bl, nl))
     pooled = {key: pooled_launch_variance(points) for key, points in spread.items()}
     for bl, nl, outcome, row in pending:
-        result = _judge(bl, nl, pooled.get((row["family"], row["measure"])))
+        run = (run_variance or {}).get(f"{row['family']}.{row['measure']}")
+        result = _judge(bl, nl, pooled.get((row["family"], row["measure"])),
+                        None if run is None else (run.variance, run.df))
         if outcome is None:
             outcome = verdict(result, row["better"], row["threshold"])
         rows.append({**row, **{k: v for k, v in result.as_dict().items() if k != "scale"}, "verdict": outcome})

@@ -191,12 +191,12 @@ def comparison(config: dict, results: compare.Results) -> dict | None:
         return None
     base = compare.read_tables(folder)
     given = thresholds(campaign)
-    noise = {}
+    noise = compare.Noise({}, {})
     pair = noise_folders(campaign)
     if pair:
-        noise = compare.noise_thresholds([compare.read_tables(f) for f in pair], given)
-        given = compare.with_noise(given, noise)
-    frame = compare.compare(base, results, given)
+        noise = compare.noise_from([compare.read_tables(f) for f in pair], given)
+        given = compare.with_noise(given, noise.thresholds)
+    frame = compare.compare(base, results, given, run_variance=noise.run_variance)
     # this run's host load is written after the report: only BASE's can be known here
     warnings = [w for w in frame.attrs.get("warnings", []) if w.startswith("BASE")]
     return {
@@ -206,7 +206,9 @@ def comparison(config: dict, results: compare.Results) -> dict | None:
         "lines": compare.summary_lines(frame),
         "resolution": compare.resolution_lines(frame),
         "noise": [{"key": key, "threshold": n.threshold, "rms": n.rms_log_ratio, "points": n.points,
-                   "largest": n.largest_ratio, "raised": n.raised} for key, n in noise.items()],
+                   "largest": n.largest_ratio, "raised": n.raised} for key, n in noise.thresholds.items()],
+        "run_noise": [{"key": key, "sd": r.sd, "points": r.points, "df": r.df, "runs": r.runs}
+                      for key, r in noise.run_variance.items()],
         "noise_from": [str(p) for p in pair],
         "warnings": warnings,
         "html": compare.render_section(frame, str(campaign["compare_to"]), campaign["results_dir"], given,

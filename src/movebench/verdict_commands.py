@@ -41,8 +41,9 @@ def add_parsers(sub) -> dict:
                    help="practical threshold, e.g. 0.05 or 5%% (default 5%%); repeat with shuffle=0.1 or "
                         "shuffle.bandwidth_Bps=8%% for a family or a measure")
     p.add_argument("--noise-from", nargs="+", metavar="A",
-                   help="results folders of one campaign run two or more times (A/A pairs): each family's measure "
-                        "gets the threshold its launch-to-launch spread asks for, never below --threshold's")
+                   help="results folders of one campaign run two or more times: measures judged at the launch "
+                        "level add the runs' run-to-run variance to their test; measures of one launch get the "
+                        "threshold their A/A spread asks for, never below --threshold's")
     p.add_argument("--fail-on", action="append", choices=COMPARE_FAIL_ON, default=[],
                    help="exit 1 when any point-measure has this verdict (repeatable), e.g. regressed")
     p.add_argument("--allow-different", action="store_true",
@@ -73,24 +74,29 @@ def run_compare(args) -> int:
         print("movebench compare: --noise-from needs one campaign's results folder at least twice (A A2 ...)",
               file=sys.stderr)
         return 2
-    noise = {}
+    noise = comparing.Noise({}, {})
     try:
         if args.noise_from:
-            noise = comparing.noise_thresholds(args.noise_from, thresholds, allow_different=args.allow_different)
-            thresholds = comparing.with_noise(thresholds, noise)
+            noise = comparing.noise_from(args.noise_from, thresholds, allow_different=args.allow_different)
+            thresholds = comparing.with_noise(thresholds, noise.thresholds)
         ignoring = comparing.parse_match_ignoring(args.match_ignoring)
         frame = comparing.compare(args.base, args.new, thresholds, allow_different=args.allow_different,
-                                  match_ignoring=ignoring)
+                                  match_ignoring=ignoring, run_variance=noise.run_variance)
     except (comparing.ResultsError, comparing.MatchError) as error:
         print(f"movebench compare: {error}", file=sys.stderr)
         return 2
     csv, page = comparing.write(frame, args.out or args.new, str(args.base), str(args.new), thresholds,
                                 args.allow_different)
     print(f"movebench compare: NEW {args.new} against BASE {args.base}")
-    if args.noise_from:
+    if noise.run_variance:
+        print(f"  run-to-run spread from the {len(args.noise_from)} runs {' '.join(args.noise_from)} "
+              "(sd of a point's run effect, log scale; added to each launch-level test):")
+        for key, r in noise.run_variance.items():
+            print(f"    {key}: {r.sd:.3f} over {r.points} points ({r.df} df)")
+    if noise.thresholds:
         print(f"  thresholds from the A/A pairs of {' '.join(args.noise_from)} "
               f"(exp({comparing.NOISE_Z} x RMS of the log ratios) - 1, never below --threshold's):")
-        for key, n in noise.items():
+        for key, n in noise.thresholds.items():
             print(f"    {key}: {n.threshold:.1%}{'' if n.raised else ' (the floor)'}, RMS log ratio "
                   f"{n.rms_log_ratio:.3f} over {n.points} ratios, largest x{n.largest_ratio:.3g}")
     for line in comparing.summary_lines(frame):

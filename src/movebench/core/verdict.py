@@ -249,8 +249,38 @@ def pooled_launch_variance(points) -> tuple[float, int] | None:
     return (squares / df, df) if df else None
 
 
+def run_level_variance(points) -> tuple[float, int, int] | None:
+    """(variance of a point's run effect on the log scale, degrees of freedom, points) from one campaign run
+    several times: `points` is an iterable of one point-measure's launches in each run (a list per run, a
+    list of values per launch).
+
+    A point's estimate in one run is the mean of its log launch medians; across runs those means vary by
+    what the launches of one run share (the machine's state that day) on top of the launches' own noise.
+    Method of moments, pooled over the points: sum of the variances of the run means minus the sum of what
+    the launches alone predict (each point's pooled within-run launch variance times mean(1 / L_j)), over
+    the points, clipped at 0; df (runs - 1) per point. Points with fewer than 2 runs of >= 2 launches, or
+    with a value <= 0, are left out. None when no point is left."""
+    observed = predicted = 0.0
+    used = df = 0
+    for runs in points:
+        centres = [c for c, positive in (launch_centres(r) for r in runs) if positive and c.size >= 2]
+        if len(centres) < 2:
+            continue
+        means = np.array([c.mean() for c in centres])
+        within_df = sum(c.size - 1 for c in centres)
+        within = sum(float(((c - c.mean()) ** 2).sum()) for c in centres) / within_df
+        observed += float(means.var(ddof=1))
+        predicted += within * float(np.mean([1 / c.size for c in centres]))
+        used += 1
+        df += len(centres) - 1
+    if not used:
+        return None
+    return max(0.0, (observed - predicted) / used), df, used
+
+
 def compare_launches(base, new, confidence: float = CONFIDENCE, alpha: float = ALPHA,
-                     pooled: tuple[float, int] | None = None) -> Comparison:
+                     pooled: tuple[float, int] | None = None,
+                     run_level: tuple[float, int] | None = None) -> Comparison:
     """NEW against BASE with the launch as the unit: `base` and `new` are one list of values per launch.
 
     The ratio is exp(mean log launch median of NEW - that of BASE); its CI and two-sided p-value come from a
@@ -264,6 +294,9 @@ def compare_launches(base, new, confidence: float = CONFIDENCE, alpha: float = A
     same with twice the launches on each side. A side with fewer than 2 launches cannot be judged at the
     launch level: the repetitions of all launches are compared (`compare_samples`), `unit` "repetitions".
     Values <= 0 anywhere: raw launch medians, the shift turned into a ratio against BASE's mean centre.
+    `run_level` ((variance, df) of `run_level_variance`, from A/A runs of the campaign): each side's estimate
+    also carries its run's effect, so 2 x that variance joins the difference's, with Satterthwaite's df; more
+    launches do not shrink it, so `mdc_double` says what more launches cannot buy (log scale only).
     """
     from movebench.core.stats import t_quantile, t_sf
 
@@ -290,6 +323,11 @@ def compare_launches(base, new, confidence: float = CONFIDENCE, alpha: float = A
     else:
         se2, df = vx / n + vy / m, _welch_df(vx, n, vy, m)
         se2_double, df_double = vx / (2 * n) + vy / (2 * m), _welch_df(vx, 2 * n, vy, 2 * m)
+    if run_level is not None and positive and run_level[0] > 0:
+        shared = 2 * run_level[0]
+        df = _satterthwaite(se2, df, shared, run_level[1])
+        df_double = _satterthwaite(se2_double, df_double, shared, run_level[1])
+        se2, se2_double = se2 + shared, se2_double + shared
     se = math.sqrt(se2)
     if se > 0:
         p_value = min(1.0, 2 * t_sf(abs(diff) / se, df))
@@ -313,6 +351,13 @@ def compare_launches(base, new, confidence: float = CONFIDENCE, alpha: float = A
         mdc = mdc_double = None
     return Comparison(n_base, n_new, med_x, med_y, ratio, ci_low, ci_high, p_value, "log" if positive else "raw",
                       launches_base=n, launches_new=m, unit="launches", mdc=mdc, mdc_double=mdc_double)
+
+
+def _satterthwaite(a: float, df_a: float, b: float, df_b: float) -> float:
+    """The df of a + b, two variance estimates with df_a and df_b."""
+    if a <= 0:
+        return float(df_b)
+    return (a + b) ** 2 / (a * a / df_a + b * b / df_b)
 
 
 def _welch_df(vx: float, n: int, vy: float, m: int) -> float:

@@ -322,6 +322,33 @@ def test_azurite_run_exports_the_connection_string_and_stops_after(tmp_path):
     assert not azurite_service.answers(port)
 
 
+def test_azurite_keeps_blobs_on_disk_when_the_campaign_uploads_more_than_a_quarter_of_memory():
+    from movebench.families import io as io_family
+
+    MiB = io_family.MiB
+
+    section = {"repetitions": {"min": 2, "max": 5}, "warmups": 1, "launches": 3}
+    points = [{"backend": "blob", "size_per_proc": 128 * MiB, "ranks": 4},
+              {"backend": "posix", "size_per_proc": 1024 * MiB, "ranks": 4}]
+    assert io_family.blob_upload_bytes(section, points) == 128 * MiB * 4 * (1 + 5) * 3  # posix points upload nothing
+    assert io_family.azurite_on_disk(section, points, 24 * 1024 * MiB)  # 9 GiB > 6 GiB
+    assert not io_family.azurite_on_disk(section, points, 64 * 1024 * MiB)
+
+
+@pytest.mark.azurite
+def test_azurite_on_disk_serves_and_leaves_no_folder(capsys):
+    if azurite_service.node_missing():
+        pytest.skip(azurite_service.node_missing())
+    from movebench.families import io as io_family
+
+    with io_family._azurite(on_disk=True) as service:
+        location = Path(service.location)
+        assert location.is_dir() and azurite_service.answers(service.port)
+        assert os.environ[io_family.AZURITE_ENV] == service.connection_string
+    assert not location.exists() and not azurite_service.answers(service.port)
+    assert f"blobs on disk in {location}" in capsys.readouterr().err
+
+
 def test_azurite_run_without_node_says_so(tmp_path):
     # A PATH holding only python: no node, no npm.
     bin_dir = tmp_path / "bin"

@@ -141,12 +141,13 @@ class IO(Family):
         return [Storage(section["posix"]["path"] or default_path(), written, "writes", kept=not section["cleanup"])]
 
     def services(self, section, campaign, points):
-        """Azurite for the run when a blob point on the emulator is about to run and none is given."""
+        """Azurite for the run when a blob point on the emulator is about to run and none is given; its blobs
+        on disk when the campaign uploads more than its memory store holds (`azurite_on_disk`)."""
         if not emulated(section) or os.environ.get(AZURITE_ENV):
             return None
         if not any(p["backend"] == "blob" for p in points):
             return None
-        return _azurite()
+        return _azurite(azurite_on_disk(section, points, physical_memory()))
 
     def check(self, section, campaign):
         from movebench.families.io.storage import azure
@@ -249,20 +250,57 @@ class IO(Family):
         return problems
 
 
+#: The share of the host's memory the emulator's blobs may fill before they go to disk. Azurite's in-memory
+#: store holds at most half the memory (its --extentMemoryLimit default) and frees a deleted blob's extents only
+#: at its next garbage collection, so what fills it is the campaign's cumulative uploads, not one point's:
+#: the cloud-output study's `here` scale (27 GiB over its 128 MiB points) stopped with
+#: MemoryExtentStoreAtSizeLimit on a 24 GiB host.
+AZURITE_MEMORY_SHARE = 0.25
+
+
+def blob_upload_bytes(section, points) -> int:
+    """What the campaign's blob points upload in all: every rank's bytes, each warm-up and repetition (the
+    adaptive rule's max), each launch (the adaptive rule's max)."""
+    from movebench.core.task import planned_launches
+
+    reps = section["repetitions"]
+    reps = reps["max"] if isinstance(reps, dict) else int(reps)
+    per_point = (int(section.get("warmups") or 0) + reps) * planned_launches(section.get("launches", 1))
+    return sum(int(p["size_per_proc"]) * int(p["ranks"]) for p in points if p["backend"] == "blob") * per_point
+
+
+def physical_memory() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def azurite_on_disk(section, points, memory: int) -> bool:
+    return blob_upload_bytes(section, points) > AZURITE_MEMORY_SHARE * memory
+
+
 @contextlib.contextmanager
-def _azurite():
-    """Azurite on 127.0.0.1 for the campaign; its connection string goes to every point job's environment."""
+def _azurite(on_disk: bool = False):
+    """Azurite on 127.0.0.1 for the campaign; its connection string goes to every point job's environment.
+    `on_disk`: its blobs in a temporary folder (removed when it stops) instead of memory."""
+    import shutil
+
     from movebench.services import azurite
 
-    with azurite.Azurite(die_with_parent=True) as service:
-        print(f"movebench: Azurite up on 127.0.0.1:{service.port} (pid {service.pid}) for io's blob points",
-              file=sys.stderr, flush=True)
-        os.environ[AZURITE_ENV] = service.connection_string
-        try:
-            yield service
-        finally:
-            os.environ.pop(AZURITE_ENV, None)
-    print(f"movebench: Azurite stopped (pid {service.pid})", file=sys.stderr, flush=True)
+    location = tempfile.mkdtemp(prefix="movebench-azurite-") if on_disk else None
+    try:
+        with azurite.Azurite(location=location, die_with_parent=True) as service:
+            where = f"blobs on disk in {location}: the campaign uploads more than a quarter of this host's memory" \
+                if location else "blobs in memory"
+            print(f"movebench: Azurite up on 127.0.0.1:{service.port} (pid {service.pid}) for io's blob points, "
+                  f"{where}", file=sys.stderr, flush=True)
+            os.environ[AZURITE_ENV] = service.connection_string
+            try:
+                yield service
+            finally:
+                os.environ.pop(AZURITE_ENV, None)
+        print(f"movebench: Azurite stopped (pid {service.pid})", file=sys.stderr, flush=True)
+    finally:
+        if location:
+            shutil.rmtree(location, ignore_errors=True)
 
 
 FAMILY = IO()

@@ -253,7 +253,7 @@ class IO(Family):
 #: The share of the host's memory the emulator's blobs may fill before they go to disk. Azurite's in-memory
 #: store holds at most half the memory (its --extentMemoryLimit default) and frees a deleted blob's extents only
 #: at its next garbage collection, so what fills it is the campaign's cumulative uploads, not one point's:
-#: the cloud-output study's `here` scale (27 GiB over its 128 MiB points) stopped with
+#: the cloud-output study's `here` scale (42 GiB in all) stopped with
 #: MemoryExtentStoreAtSizeLimit on a 24 GiB host.
 AZURITE_MEMORY_SHARE = 0.25
 

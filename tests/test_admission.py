@@ -90,6 +90,16 @@ def test_far_more_ranks_than_cores_is_refused_with_the_reason(config, words):
     assert "measures process scheduling, not the transfer" in lines[0]
 
 
+def test_kv_clients_per_cpu_are_judged_against_where_the_points_run_not_the_validating_machine():
+    kv = {"campaign": {}, "kv": {"operations": ["put"], "clients_per_node": [48], "value_sizes": ["1KiB"],
+                                 "total_mem": "1GiB", "max_clients_per_cpu": 8}}
+    lines = refused(kv)  # 48 clients on a 4-core node: 12 per core
+    assert lines and "48 ranks on one node, 12 per core of its 4 cores" in lines[0]
+    assert "more than kv.max_clients_per_cpu = 8" in lines[0]
+    # a cluster's campaign validates on a small login node and fits its 128-core partition
+    assert refused(kv, admission.Capacity("Slurm partition batch", 512 * GiB, "RealMemory", 128, None, False)) == []
+
+
 def test_more_than_one_node_where_there_is_one_is_refused():
     lines = refused(shuffle(ranks=[2, 4], nodes=[1, 2]))
     assert len(lines) == 2 and all("nodes~2" in line and "2 nodes, but a 16 GiB node is 1 node" in line

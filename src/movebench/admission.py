@@ -115,10 +115,13 @@ def problems(config: dict, todo: dict[str, list[dict]], capacity: Capacity) -> l
                              "profile (--profile slurm) or sweep nodes: [1]")
                 continue
             per_node = -(-ranks // nodes)
-            if capacity.cores and per_node > per_core * capacity.cores:
+            # kv names its own limit (clients per CPU); every other family the campaign's ranks per core
+            limit, key = ((section["max_clients_per_cpu"], f"{family}.max_clients_per_cpu")
+                          if "max_clients_per_cpu" in section else (per_core, "campaign.max_ranks_per_core"))
+            if capacity.cores and per_node > limit * capacity.cores:
                 lines.append(f"{where}: {per_node} ranks on one node, {per_node / capacity.cores:.0f} per core of "
-                             f"its {capacity.cores} cores ({capacity.where}), more than campaign.max_ranks_per_core "
-                             f"= {per_core}: that measures process scheduling, not the transfer")
+                             f"its {capacity.cores} cores ({capacity.where}), more than {key} "
+                             f"= {limit}: that measures process scheduling, not the transfer")
                 continue
             need = fam.node_memory_bytes(point, section)
             if capacity.memory_bytes is not None and need > fraction * capacity.memory_bytes:

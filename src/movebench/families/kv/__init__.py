@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 
 from movebench.core.sizes import expand_sizes, format_size, parse_size
 from movebench.spec import BANDWIDTH, ELAPSED, HIGHER, LOWER, Axis, Family, Measure, Setting, Storage
@@ -107,13 +106,10 @@ class KV(Family):
                                  f"a manager's {format_size(int(per_manager))} pool ({managers} managers per node): "
                                  f"use total_mem >= {format_size(need)}"))
         explicit = section.get("keys_per_client")
-        cpus = os.cpu_count() or 1
+        # clients per CPU: admission's, against the cores of where the points run (this machine, the partition
+        # or the allocation), not the cores of the machine that validates a cluster's campaign
         for nodes in section["nodes"]:
             for cpn in section["clients_per_node"]:
-                if cpn > section["max_clients_per_cpu"] * cpus and nodes == 1:
-                    problems.append(("clients_per_node", cpn, f"this machine has {cpus} CPUs: at most "
-                                     f"{section['max_clients_per_cpu'] * cpus} clients per node "
-                                     f"(max_clients_per_cpu = {section['max_clients_per_cpu']})"))
                 for size in sizes:
                     keys = keys_per_client(section, nodes, cpn, size)
                     data = nodes * cpn * keys * (KEY_BYTES + size)

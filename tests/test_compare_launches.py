@@ -129,3 +129,20 @@ def test_noise_from_runs_with_launches_adds_their_run_variance_not_thresholds(tm
     printed = capsys.readouterr().out
     assert "run-to-run spread from the 2 runs" in printed and "shuffle.elapsed_s: " in printed
     assert "thresholds from the A/A pairs" not in printed
+
+
+def test_between_stacks_judges_each_stack_against_the_first_on_everything_else():
+    default = records(3, seed=1).assign(stack="default")
+    other = records(3, {POINTS[0]: 3.0}, seed=2).assign(stack="openmpi")
+    other["point"] = other["point"] + "/stack~openmpi"
+    mpich, ompi = {"mpi_library": "MPICH Version: 5.0.2", "cpu_model": "EPYC"}, {"mpi_library": "Open MPI v5.0.8",
+                                                                               "cpu_model": "EPYC"}
+    metas = {("shuffle", p): mpich for p in POINTS} | {("shuffle", p + "/stack~openmpi"): ompi for p in POINTS}
+    both = compare.Results(path=compare.Path("."), records=pd.concat([other, default]), metas=metas)
+    ((family, base, new, frame),) = compare.between_stacks(both)
+    assert (family, base, new) == ("shuffle", "default", "openmpi")
+    assert set(frame["point"]) == set(POINTS) and set(frame["unit"]) == {"launches"}
+    assert _row(frame, POINTS[0]).verdict == "regressed"  # 3x slower on openmpi
+    assert not frame[frame["point"] != POINTS[0]]["verdict"].isin(["regressed", "improved", "not comparable"]).any()
+    assert "mpi_library" in _row(frame, POINTS[1]).differs  # named, and judged all the same
+    assert compare.between_stacks(compare.Results(path=compare.Path("."), records=default)) == []

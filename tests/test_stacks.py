@@ -132,6 +132,7 @@ def test_two_stacks_side_by_side_in_one_campaign(campaign):
         assert meta["stack"]["python"].endswith("/bin/python") and meta["stack"]["name"] in str(meta_path)
     report = (workdir / "results/report.html").read_text()
     assert "Communication stacks side by side" in report and "openmpi / best" in report
+    assert 'id="stacks-compared"' in report and "shuffle: openmpi against mpich-ucx" in report
 
 
 def test_a_point_that_fell_back_is_a_finding_of_the_report():

@@ -557,6 +557,44 @@ def compare(base, new, thresholds: dict | None = None, allow_different: bool = F
     return frame
 
 
+DEFAULT_STACK = "default"
+
+
+def _without_stack(point: str) -> str:
+    return "/".join(seg for seg in point.split("/") if not seg.startswith("stack~"))
+
+
+def between_stacks(results: Results, thresholds: dict | None = None) -> list[tuple[str, str, str, pd.DataFrame]]:
+    """Verdicts between the communication stacks of one campaign (docs/stacks.md): for each family whose records
+    name more than one stack, each stack against the first (`default` when it ran, else the first by name), point
+    by point on everything but the stack. A different MPI library is what such a comparison is about, so the
+    points are judged (`allow_different`) and the fingerprint keys that differ are named, not "not comparable".
+    Returns (family, base stack, new stack, compare's table) per pair."""
+    records = results.records
+    if records.empty or "stack" not in records.columns:
+        return []
+    out = []
+    for family, rows in records.groupby("family", sort=True):
+        stacks = rows["stack"].fillna(DEFAULT_STACK).astype(str)
+        names = sorted(stacks.unique(), key=lambda name: (name != DEFAULT_STACK, name))
+        if len(names) < 2:
+            continue
+        sides = {}
+        for name in names:
+            part = rows[stacks == name].copy()
+            original = dict(zip(part["point"].map(_without_stack), part["point"], strict=False))
+            part["point"] = part["point"].map(_without_stack)
+            metas = {(family, p): results.metas[(family, o)] for p, o in original.items()
+                     if (family, o) in results.metas}
+            failed = {(family, _without_stack(p)) for f, p in results.failed if f == family and
+                      (("stack~" + name) in p.split("/") if name != DEFAULT_STACK else "stack~" not in p)}
+            sides[name] = Results(results.path, part, metas, failed, results.run)
+        for name in names[1:]:
+            frame = compare(sides[names[0]], sides[name], thresholds, allow_different=True)
+            out.append((family, names[0], name, frame))
+    return out
+
+
 def _count(value) -> str:
     return "" if value is None or pd.isna(value) else str(int(value))
 

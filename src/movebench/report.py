@@ -287,6 +287,7 @@ def render_html(config: dict, sections: dict, partial: bool = False) -> str:
         section["summary"] = bounds.attach(name, section["summary"], section["points_table"], provided)
     results = report_verdicts.results_of(config, sections)
     comparison = report_verdicts.comparison(config, results)
+    stacks = report_verdicts.stack_comparisons(config, results)
     published_frame = report_verdicts.published(config, results)
     published = report_verdicts.by_family(published_frame)
     studies = report_verdicts.study_views(config, results, published_frame)
@@ -308,6 +309,7 @@ def render_html(config: dict, sections: dict, partial: bool = False) -> str:
     return env.get_template("report.html.j2").render(
         overview=overview(config, sections), families=family_html, partial=partial, escape=html.escape,
         findings=findings.build(sections, comparison, published, studies), comparison=comparison, studies=studies,
+        stacks=stacks,
         references_file=str(report_verdicts.references_file(config["campaign"]) or ""))
 
 

@@ -216,6 +216,25 @@ def comparison(config: dict, results: compare.Results) -> dict | None:
     }
 
 
+# --- stacks ---
+
+
+def stack_comparisons(config: dict, results: compare.Results) -> list[dict]:
+    """Verdicts between the stacks each family ran (compare.between_stacks), at compare_thresholds: per pair,
+    the counts, the summary lines and the section's HTML."""
+    from movebench import compare
+
+    given = thresholds(config["campaign"])
+    out = []
+    for family, base, new, frame in compare.between_stacks(results, given):
+        out.append({"family": family, "base": base, "new": new, "frame": frame, "counts": compare.counts(frame),
+                    "lines": compare.summary_lines(frame),
+                    "html": compare.render_section(frame, f"{family} on {base}", f"{family} on {new}", given,
+                                                   allow_different=True, id_prefix=f"stacks-{family}-{new}-",
+                                                   level=3)})
+    return out
+
+
 # --- references ---
 
 

@@ -145,3 +145,21 @@ def test_a_point_that_fell_back_is_a_finding_of_the_report():
                                      "fell_back": ["FI_PROVIDER=verbs named, tcp ran"]}]
     (found,) = findings._fell_back("shuffle", section)
     assert found["level"] == "bad" and "FI_PROVIDER=verbs named, tcp ran" in found["text"]
+
+
+@pytest.mark.parametrize("stack, expected", [
+    ("mpich-ucx", ["srun", "--mpi=pmi2", "-N", "2", "-n", "4"]),
+    ("openmpi", ["srun", "--mpi=pmix", "-N", "2", "-n", "4"]),
+    ("impi", ["srun", "--mpi=pmi2", f"--export=ALL,I_MPI_PMI_LIBRARY={stacks.SLURM_PMI2}", "-N", "2", "-n", "4"]),
+    ("default", ["srun", "--mpi=pmi2", "-N", "2", "-n", "4"]),
+])
+def test_under_srun_each_stack_starts_with_its_librarys_pmi(stack, expected):
+    from movebench.launchers import mpi
+
+    task = make_task("shuffle", {"pattern": "uni", "nodes": 2, "ranks": 4, "message_size": 4096, "window": 4},
+                     {"iterations": 2})
+    task.stack = stacks.resolve(stack, {})
+    argv = mpi.command(task, ["python", "-m", "kernel"], "srun --mpi=pmi2 -N {nodes} -n {ranks}")
+    assert argv == expected + ["python", "-m", "kernel"]
+    # a launcher outside Slurm is left alone
+    assert mpi.command(task, ["python"], "mpiexec")[0].endswith("mpiexec")

@@ -267,6 +267,26 @@ def named_env(stack: dict | None, point: dict) -> dict[str, str]:
     return {**((stack or {}).get("env") or {}), **env_of(point.get("env", ""))}
 
 
+#: The srun MPI plugin each wheel library starts its ranks with (docs/slurm.md, "Stacks under Slurm"): MPICH's
+#: and Intel MPI's PMI clients speak Slurm's PMI-2 (`--mpi=pmi2`); Open MPI 5 speaks PMIx only (`--mpi=pmix`).
+SRUN_MPI = {"mpich": "pmi2", "impi": "pmi2", "openmpi": "pmix"}
+#: Where Intel MPI finds Slurm's PMI-2 client under srun (Debian's libpmi2-0); its own PMI is Hydra's.
+SLURM_PMI2 = "libpmi2.so.0"
+
+
+def srun_for(argv: list[str], stack: dict | None) -> list[str]:
+    """An `srun` launcher's argv made right for a wheel stack's library: its `--mpi=` plugin, and for Intel MPI
+    the PMI-2 library to load (`--export=ALL,I_MPI_PMI_LIBRARY=...`). Other launchers, the default and prefix
+    stacks (whose MPI the site's srun already knows) pass unchanged."""
+    library = library_of(stack)
+    if not argv or Path(argv[0]).name != "srun" or library not in SRUN_MPI:
+        return argv
+    out = [argv[0], f"--mpi={SRUN_MPI[library]}"] + [a for a in argv[1:] if not a.startswith("--mpi=")]
+    if library == "impi" and not any(a.startswith("--export") for a in out):
+        out.insert(2, f"--export=ALL,I_MPI_PMI_LIBRARY={SLURM_PMI2}")
+    return out
+
+
 def launcher_env(stack: dict | None) -> dict[str, str]:
     """What the stack's launcher needs to start at all (not tuning): Open MPI's mpiexec refuses root and more
     ranks than cores unless told."""

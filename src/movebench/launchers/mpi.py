@@ -49,8 +49,10 @@ def launcher_command(launcher: str, ranks: int, nodes: int, python: str | None =
 def command(task: Task, kernel: list[str], launcher: str = "mpiexec") -> list[str]:
     """The launcher's command for the point's ranks and nodes, then the kernel's (`kernel[0]` is the ranks'
     Python). A stack that names its own launcher replaces the profile's."""
-    launcher = (task.stack or {}).get("launcher") or launcher
-    return launcher_command(launcher, task.ranks, task.nodes, kernel[0]) + kernel
+    own = (task.stack or {}).get("launcher")
+    argv = launcher_command(own or launcher, task.ranks, task.nodes, kernel[0])
+    # the profile's srun knows the default MPI's PMI; a wheel stack's library may need another plugin
+    return (argv if own else stacks.srun_for(argv, task.stack)) + kernel
 
 
 def environment(task: Task, env: dict) -> dict:

@@ -14,7 +14,8 @@ It prints, with the checkout's own `python -m movebench compare` (so an older ch
   and ratio, with the minimum detectable change where the checkout's compare reports one;
 - CI coverage: the share of A2's, A3's and A4's point estimates (the summary's median) that fall inside A's 95% CI,
   per family, over every summarised measure; and inside A's rerun interval (where a rerun lands), where the
-  checkout's summaries have one;
+  checkout's summaries have one; then the same with every run as the reference (12 ordered pairs: one
+  reference run is one sample of the runs, and its CI's luck moves the figure by a few percent);
 - the wall time of each campaign (campaign_run.json's `wall_s`).
 """
 
@@ -161,6 +162,18 @@ def main(argv=None) -> int:
         print(per_family.to_string())
         print(f"  all: {rerun['inside'].sum()} of {rerun['of'].sum()} = "
               f"{rerun['inside'].sum() / max(rerun['of'].sum(), 1):.1%}")
+
+    print("\nEvery run as the reference (all ordered pairs of A..A4): the others' estimates inside its interval")
+    for label, low, high in (("95% CI", "ci_low", "ci_high"), ("rerun interval", "rerun_low", "rerun_high")):
+        parts, inside, total = [], 0, 0
+        for ref in runs:
+            cov = coverage(folders[ref], [folders[r] for r in runs if r != ref], low, high)
+            if cov.empty:
+                continue
+            inside, total = inside + cov["inside"].sum(), total + cov["of"].sum()
+            parts.append(f"{ref} {cov['inside'].sum() / max(cov['of'].sum(), 1):.1%}")
+        if total:
+            print(f"  {label}: {inside} of {total} = {inside / total:.1%} ({', '.join(parts)})")
 
     print("\nwall time per campaign: " + ", ".join(f"{k} {v:.0f} s" for k, v in walls.items() if v))
     return 0

@@ -564,9 +564,11 @@ def _without_stack(point: str) -> str:
     return "/".join(seg for seg in point.split("/") if not seg.startswith("stack~"))
 
 
-def between_stacks(results: Results, thresholds: dict | None = None) -> list[tuple[str, str, str, pd.DataFrame]]:
+def between_stacks(results: Results, thresholds: dict | None = None,
+                   order: dict[str, list] | None = None) -> list[tuple[str, str, str, pd.DataFrame]]:
     """Verdicts between the communication stacks of one campaign (docs/stacks.md): for each family whose records
-    name more than one stack, each stack against the first (`default` when it ran, else the first by name), point
+    name more than one stack, each stack against the first (the first of the family's `stacks` in `order`, as
+    the campaign names them; without it `default` when it ran, else the first by name), point
     by point on everything but the stack. A different MPI library is what such a comparison is about, so the
     points are judged (`allow_different`) and the fingerprint keys that differ are named, not "not comparable".
     Returns (family, base stack, new stack, compare's table) per pair."""
@@ -576,7 +578,9 @@ def between_stacks(results: Results, thresholds: dict | None = None) -> list[tup
     out = []
     for family, rows in records.groupby("family", sort=True):
         stacks = rows["stack"].fillna(DEFAULT_STACK).astype(str)
-        names = sorted(stacks.unique(), key=lambda name: (name != DEFAULT_STACK, name))
+        named = [str(n) for n in (order or {}).get(family) or []]
+        names = sorted(stacks.unique(), key=lambda name: (name not in named, named.index(name) if name in named
+                                                          else 0, name != DEFAULT_STACK, name))
         if len(names) < 2:
             continue
         sides = {}

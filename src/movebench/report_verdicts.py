@@ -226,7 +226,9 @@ def stack_comparisons(config: dict, results: compare.Results) -> list[dict]:
 
     given = thresholds(config["campaign"])
     out = []
-    for family, base, new, frame in compare.between_stacks(results, given):
+    order = {family: section.get("stacks") for family, section in config.items()
+             if family != "campaign" and isinstance(section, dict)}
+    for family, base, new, frame in compare.between_stacks(results, given, order):
         out.append({"family": family, "base": base, "new": new, "frame": frame, "counts": compare.counts(frame),
                     "lines": compare.summary_lines(frame),
                     "html": compare.render_section(frame, f"{family} on {base}", f"{family} on {new}", given,

@@ -69,10 +69,9 @@ MIN_JOB_AGE_S = 3600
 # a node that stops answering is DOWN (its jobs NODE_FAIL) after this many seconds
 SLURMD_TIMEOUT_S = 20
 REQUIRED_BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "srun", "squeue", "sinfo", "scontrol", "scancel")
-#: The PMI libraries srun's plugins load for MPI stacks other than the default (Open MPI 5: pmix; Intel MPI:
-#: Slurm's PMI-2 client): the packages that hold them, and the files.
-PMI_PACKAGES = ("libpmix2", "libpmi2-0")
-PMI_LIBRARIES = ("libpmix.so.2", "libpmi2.so.0")
+#: The PMI libraries srun's plugins load for MPI stacks other than the default (Open MPI 5: the pmix plugin opens
+#: <libdir>/pmix2/lib/libpmix.so, a link only libpmix-dev makes; Intel MPI: Slurm's PMI-2 client, libpmi2-0).
+PMI_PACKAGES = ("libpmix2", "libpmix-dev", "libpmi2-0")
 APT_PACKAGES = ("slurm-wlm", "munge", *PMI_PACKAGES)
 
 
@@ -99,12 +98,15 @@ def default_state_dir() -> Path:
 
 
 def missing_binaries() -> list[str]:
-    """The Slurm and munge programs, and the PMI libraries (by file name), this machine lacks."""
+    """The Slurm and munge programs, and the PMI libraries srun's plugins load, this machine lacks."""
     import ctypes.util
 
-    programs = [b for b in REQUIRED_BINARIES if shutil.which(b, path=_sbin_path()) is None]
-    found = {ctypes.util.find_library(name) for name in ("pmix", "pmi2")}
-    return programs + [lib for lib in PMI_LIBRARIES if lib not in found]
+    missing = [b for b in REQUIRED_BINARIES if shutil.which(b, path=_sbin_path()) is None]
+    if not list(Path("/usr/lib").glob("*/pmix2/lib/libpmix.so")):
+        missing.append("pmix2/lib/libpmix.so")
+    if ctypes.util.find_library("pmi2") is None:
+        missing.append("libpmi2.so")
+    return missing
 
 
 def _sbin_path() -> str:

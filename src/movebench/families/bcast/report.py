@@ -77,7 +77,20 @@ def _case_label(row) -> str:
     pages = "" if row.get("memory_mode", "4k") == "4k" else f", {row['memory_mode']} pages"
     level = row.get("mpi_thread_level", "multiple")
     threads = "" if level == "multiple" else f", thread level {level}"
-    return f"{row['kind']} {row['shape']}{density} {row['dtype']}, {row['ranks']} ranks{pages}{threads}"
+    # every factor of CASE that can vary shows, or two cases would share a label (and a table row)
+    nodes = row.get("nodes", 1)
+    spread = "" if _missing(nodes) or int(nodes) == 1 else f" on {int(nodes)} nodes"
+    stack = row.get("stack", "default")
+    on_stack = "" if _missing(stack) or stack == "default" else f", {stack}"
+    env = row.get("env", "")
+    tuned = "" if not env or _missing(env) else f", {env}"
+    return f"{row['kind']} {row['shape']}{density} {row['dtype']}, {row['ranks']} ranks{spread}{pages}{threads}" \
+        f"{on_stack}{tuned}"
+
+
+def _missing(value) -> bool:
+    """None or NaN: a factor the table's rows from before it existed do not have."""
+    return value is None or (isinstance(value, float) and value != value)
 
 
 def transfer_rows(medians) -> list[dict]:

@@ -365,3 +365,15 @@ def test_report_sets_the_pure_transfer_beside_buffer(tmp_path):
     assert "buffer - osu" in ctx["transfer"] and "osu" not in ctx["speedups"] and "osu" in ctx["per_method"]
     lines = [text for text, _ in bcast_report.REPORT.headlines(table, pd.DataFrame())]
     assert any(line.startswith("dense 1 float64, 2 ranks: buffer") and "the time of osu" in line for line in lines)
+
+
+def test_case_labels_name_every_factor_that_varies():
+    # two stacks at two node counts: four cases, four labels (one label for two cases broke the report's tables)
+    from movebench.families.bcast.report import _case_label
+
+    base = {"kind": "dense", "shape": "100x100", "density": float("nan"), "dtype": "float64", "ranks": 2,
+            "memory_mode": "4k", "mpi_thread_level": "multiple", "env": ""}
+    labels = {_case_label({**base, "nodes": n, "stack": s}) for n in (1, 2) for s in ("mpich-ucx", "openmpi")}
+    assert len(labels) == 4 and "dense 100x100 float64, 2 ranks on 2 nodes, openmpi" in labels
+    assert _case_label({**base, "nodes": 1, "stack": "default"}) == "dense 100x100 float64, 2 ranks"
+    assert _case_label({**base, "nodes": 1, "stack": "default", "env": "UCX_TLS~tcp"}).endswith(", UCX_TLS~tcp")

@@ -134,7 +134,6 @@ def test_grid_and_launch_command():
         ({"mem_frac": 0.001, "value_sizes": ["1MiB"], "total_mem": "8MiB"}, "kv.total_mem", "'8MiB'",
          "mem_frac x total_mem leaves no key"),
         ({"managers_per_node": [8], "total_mem": "16MiB"}, "kv.total_mem", "'16MiB'", "a DDict manager needs at least"),
-        ({"clients_per_node": [1000]}, "kv.clients_per_node", "1000", "at most"),
         ({"operations": ["scan"]}, "kv.operations[0]", "'scan'", "must be one of put, batch_put, get, frozen_get"),
         ({"mem_frac": 0.9}, "kv.mem_frac", "0.9", "must be <= 0.75"),
         ({"data_formats": ["numpy"], "value_sizes": [1000, 1020]}, "kv.value_sizes", "[1000, 1020]",

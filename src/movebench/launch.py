@@ -215,7 +215,9 @@ def _wait(run: _Run, timeout: float, signals: _Signals, before_stop) -> tuple[in
     while True:
         if signals.stopped():
             if run.proc.poll() is not None:
-                return run.proc.returncode, None  # ended before the signal came: its outcome stands
+                # a kernel that finished keeps its outcome; one that failed as the signal came (scancel signals
+                # the job's steps and its batch script at once: srun ended 168 first in one CI run) failed of it
+                return run.proc.returncode, (None if run.proc.returncode == 0 else f"interrupted ({signals.name})")
             run.quiet = True
             before_stop()
             run.stop()

@@ -146,6 +146,10 @@ def test_between_stacks_judges_each_stack_against_the_first_on_everything_else()
     assert not frame[frame["point"] != POINTS[0]]["verdict"].isin(["regressed", "improved", "not comparable"]).any()
     assert "mpi_library" in _row(frame, POINTS[1]).differs  # named, and judged all the same
     assert compare.between_stacks(compare.Results(path=compare.Path("."), records=default)) == []
+    # a failed point belongs to its own stack's side
+    both.failed = {("shuffle", POINTS[2] + "/stack~openmpi")}
+    ((_, _, _, frame),) = compare.between_stacks(both)
+    assert "failed in new" in _row(frame, POINTS[2]).note and "failed" not in _row(frame, POINTS[1]).note
     # the campaign's order picks the reference stack
     ((_, base, new, _),) = compare.between_stacks(both, order={"shuffle": ["openmpi", "default"]})
     assert (base, new) == ("openmpi", "default")

@@ -564,6 +564,11 @@ def _without_stack(point: str) -> str:
     return "/".join(seg for seg in point.split("/") if not seg.startswith("stack~"))
 
 
+def _stack_of(point: str) -> str:
+    """The stack a point path names; the default stack is kept out of paths."""
+    return next((seg[len("stack~"):] for seg in point.split("/") if seg.startswith("stack~")), DEFAULT_STACK)
+
+
 def between_stacks(results: Results, thresholds: dict | None = None,
                    order: dict[str, list] | None = None) -> list[tuple[str, str, str, pd.DataFrame]]:
     """Verdicts between the communication stacks of one campaign (docs/stacks.md): for each family whose records
@@ -579,8 +584,8 @@ def between_stacks(results: Results, thresholds: dict | None = None,
     for family, rows in records.groupby("family", sort=True):
         stacks = rows["stack"].fillna(DEFAULT_STACK).astype(str)
         named = [str(n) for n in (order or {}).get(family) or []]
-        names = sorted(stacks.unique(), key=lambda name: (name not in named, named.index(name) if name in named
-                                                          else 0, name != DEFAULT_STACK, name))
+        rank = {name: i for i, name in enumerate(named)}
+        names = sorted(stacks.unique(), key=lambda name: (rank.get(name, len(named)), name != DEFAULT_STACK, name))
         if len(names) < 2:
             continue
         sides = {}
@@ -590,8 +595,7 @@ def between_stacks(results: Results, thresholds: dict | None = None,
             part["point"] = part["point"].map(_without_stack)
             metas = {(family, p): results.metas[(family, o)] for p, o in original.items()
                      if (family, o) in results.metas}
-            failed = {(family, _without_stack(p)) for f, p in results.failed if f == family and
-                      (("stack~" + name) in p.split("/") if name != DEFAULT_STACK else "stack~" not in p)}
+            failed = {(family, _without_stack(p)) for f, p in results.failed if f == family and _stack_of(p) == name}
             sides[name] = Results(results.path, part, metas, failed, results.run)
         for name in names[1:]:
             frame = compare(sides[names[0]], sides[name], thresholds, allow_different=True)

@@ -261,10 +261,10 @@ AZURITE_MEMORY_SHARE = 0.25
 def blob_upload_bytes(section, points) -> int:
     """What the campaign's blob points upload in all: every rank's bytes, each warm-up and repetition (the
     adaptive rule's max), each launch (the adaptive rule's max)."""
+    from movebench.core.adaptive import RepetitionPolicy
     from movebench.core.task import planned_launches
 
-    reps = section["repetitions"]
-    reps = reps["max"] if isinstance(reps, dict) else int(reps)
+    reps = RepetitionPolicy.from_config(section["repetitions"]).max
     per_point = (int(section.get("warmups") or 0) + reps) * planned_launches(section.get("launches", 1))
     return sum(int(p["size_per_proc"]) * int(p["ranks"]) for p in points if p["backend"] == "blob") * per_point
 

@@ -66,6 +66,7 @@ bench: install system-deps osu-ref  ## the benchmarks quoted in the closing note
 	$(PY) bench/campaign.py
 	$(PY) bench/kv.py
 	$(PY) bench/multinode.py
+	$(PY) bench/stacks.py
 	$(PY) bench/launches.py
 	$(PY) bench/launch_groups.py
 

@@ -11,6 +11,13 @@ measured: delete that folder for a fresh measurement, or pass --results-root for
     python bench/studies.py bcast shuffle           # some
     python bench/studies.py --results-root /tmp/s   # results in /tmp/s/<study>/ (a copy of each config)
     python bench/studies.py --json out.json         # also the rows as JSON
+    python bench/studies.py shuffle-cluster ddict-cluster   # across nodes (as root: the namespace test cluster)
+
+The `-cluster` campaigns (config/studies/<study>-cluster.yaml: the claims over nodes) run as a user runs them on
+the test cluster, `snakemake --profile slurm --workflow-profile profiles/slurm-testcluster --configfile ...`,
+on the running cluster (`make slurm-up NODES=4`), or on a 4-node one started here and stopped after;
+shuffle-cluster with every node's link shaped to LINKS[study] for the run (the link, not the 2 shared cores,
+limits a transfer between nodes), restored after.
 """
 
 from __future__ import annotations
@@ -30,7 +37,9 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from movebench import claims  # noqa: E402
 
-STUDIES = ("bcast", "shuffle", "cloud-output", "ddict")
+STUDIES = ("bcast", "shuffle", "cloud-output", "ddict", "shuffle-cluster", "ddict-cluster")
+CLUSTER_NODES = 4
+LINKS = {"shuffle-cluster": "rate=1gbit"}
 
 
 def run(study: str, results_root: Path | None, extra: list[str]) -> dict:
@@ -43,8 +52,34 @@ def run(study: str, results_root: Path | None, extra: list[str]) -> dict:
     results = Path(yaml.safe_load(config.read_text())["campaign"]["results_dir"])
     results = results if results.is_absolute() else ROOT / results
     command = [sys.executable, "-m", "snakemake", "--profile", "local", "--configfile", str(config), *extra]
+    env = None
+    cluster = started = before = None
+    if study.endswith("-cluster"):
+        import os
+
+        from movebench_testcluster.slurm import LocalSlurmCluster, running_cluster
+
+        cluster = running_cluster()
+        if cluster is not None and len(cluster.nodes) < CLUSTER_NODES:
+            raise SystemExit(f"{study}: the running test cluster has {len(cluster.nodes)} nodes; make slurm-down, "
+                             f"or make slurm-up NODES={CLUSTER_NODES}")
+        if cluster is None:
+            cluster = started = LocalSlurmCluster(Path(tempfile.mkdtemp(prefix="movebench-studies-")),
+                                                  nodes=CLUSTER_NODES)
+            cluster.start()
+        before = cluster.link
+        cluster.set_link(LINKS.get(study))
+        command[3:5] = ["--profile", "slurm", "--workflow-profile", "profiles/slurm-testcluster"]
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SRUN_", "SALLOC_"))}
+        env.update(cluster.env())
     start = time.monotonic()
-    done = subprocess.run(command, cwd=ROOT)
+    try:
+        done = subprocess.run(command, cwd=ROOT, env=env)
+    finally:
+        if cluster is not None:
+            cluster.set_link(before)
+        if started is not None:
+            started.stop()
     wall = time.monotonic() - start
     out = {"study": study, "command": " ".join(command[1:]), "returncode": done.returncode, "wall_s": round(wall, 1),
            "report": str(results / "report.html"), "claims": []}

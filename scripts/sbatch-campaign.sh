@@ -8,6 +8,9 @@
 #SBATCH --job-name=movebench
 #SBATCH --exclusive
 #SBATCH --output=movebench-%j.out
+# SIGTERM to snakemake 120 s before the time limit: the running point stops with its failure record and the
+# lock goes, where at the limit itself Slurm allows only KillWait seconds (often 30) before SIGKILL.
+#SBATCH --signal=B:TERM@120
 set -euo pipefail
 # sbatch runs a copy of this script from the spool folder: the repository is where it was submitted.
 cd "${SLURM_SUBMIT_DIR:?run this script with sbatch (make sbatch), not directly}"

@@ -89,7 +89,7 @@ def test_points_of_one_and_two_nodes_run_as_steps_of_one_allocation(slurm_cluste
 @pytest.mark.slurm
 def test_a_point_bigger_than_the_allocation_is_refused_before_any_point_runs(slurm_cluster, tmp_path):
     config = json.loads(json.dumps(TINY))
-    config["shuffle"].update(ranks=[4], nodes=[1, 3])
+    config["shuffle"].update(ranks=[4], nodes=[2, 3])  # 2 ranks on each of 2 nodes fit their 2 CPUs
     write_config(tmp_path, config)
     proc, took = in_allocation(2, tmp_path, slurm_client_env(slurm_cluster), timeout=120)
     assert proc.returncode != 0
@@ -98,7 +98,7 @@ def test_a_point_bigger_than_the_allocation_is_refused_before_any_point_runs(slu
             "(2 nodes: n[1-2]):") in proc.stderr, proc.stderr[-3000:]
     assert ("shuffle pattern~uni/nodes~3/ranks~4/message_size~4096/window~4: 3 nodes, but the allocation has 2"
             in proc.stderr), proc.stderr[-3000:]
-    assert "nodes~1/" not in proc.stderr.split("refused before any job")[1]  # the 1-node point fits
+    assert "nodes~2/" not in proc.stderr.split("refused before any job")[1]  # the 2-node point fits
     assert not (tmp_path / "results" / "raw").exists() and not (tmp_path / "results" / "logs").exists()
     assert took < 60
     print(f"\nrefused in the allocation after {took:.1f} s")
@@ -285,6 +285,12 @@ def test_admission_reads_the_allocation_from_its_environment_or_scontrol():
     lines = admission.problems(config, planning.grid(config), cap)
     assert len(lines) == 1 and "nodes~5/" in lines[0], lines
     assert "5 nodes, but the allocation has 4" in lines[0] and "salloc -N 5" in lines[0]
+    # an srun step does not put more tasks on a node than the allocation has CPUs there
+    raw["shuffle"].update(ranks=[34, 64], nodes=[1, 2])
+    config = campaign.validate(raw, warn=lambda line: None)
+    lines = admission.problems(config, planning.grid(config), cap)
+    assert [line.split(":")[0].split("/")[1:3] for line in lines] == [["nodes~1", "ranks~34"], ["nodes~1", "ranks~64"]]
+    assert "34 ranks on one node, but the allocation's nodes have 32 CPUs" in lines[0] and "srun step" in lines[0]
 
 
 def test_dragon_points_are_refused_where_snakemake_runs_on_no_node_of_the_allocation():

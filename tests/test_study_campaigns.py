@@ -14,8 +14,10 @@ from movebench import config as campaign_config
 from movebench.core.problems import ConfigError
 
 STUDIES = ROOT / "config" / "studies"
-HERE = sorted(p for p in STUDIES.glob("*.yaml") if not p.stem.endswith("-published"))
+HERE = sorted(p for p in STUDIES.glob("*.yaml") if not p.stem.endswith(("-published", "-cluster")))
 PUBLISHED = sorted(STUDIES.glob("*-published.yaml"))
+#: `here` across nodes: the studies whose claims are over nodes, on the namespace test cluster (--profile slurm)
+CLUSTER = sorted(STUDIES.glob("*-cluster.yaml"))
 #: what a study's cluster has that this machine lacks: an Azure account (the value is never used: validation only
 #: checks that credentials are named). Its cores are admission's business, not validation's: gups_ddict's 32
 #: clients per node validate on this 2-CPU machine.
@@ -73,6 +75,20 @@ def test_plan_prices_the_published_scale(monkeypatch, capsys, path):
     out = capsys.readouterr().out
     total = [line for line in out.splitlines() if line.startswith("total")]
     assert total and float(total[0].split()[-1]) > 0, out
+
+
+@pytest.mark.parametrize("path", CLUSTER, ids=lambda p: p.stem)
+def test_cluster_campaigns_sweep_nodes_and_fit_the_test_cluster(monkeypatch, capsys, path):
+    config = campaign.validate(campaign_config.load(path))
+    study = path.stem.removesuffix("-cluster")
+    assert config["campaign"]["studies"] == campaign.validate(campaign_config.load(STUDIES / f"{study}.yaml"))[
+        "campaign"]["studies"]
+    family = {"ddict": "kv", "shuffle": "shuffle"}[study]
+    nodes = config[family]["nodes"]
+    assert len(nodes) >= 2 and max(nodes) == 4, "the claims over nodes need several, the cluster has 4 (NODES=4)"
+    monkeypatch.setattr(cluster, "partition_capacity", lambda *args, **kwargs: None)
+    assert cli.main(["--configfile", str(path), "plan", "--profile", "slurm"]) == 0
+    assert "total" in capsys.readouterr().out
 
 
 def test_a_study_the_references_file_lacks_is_refused(tmp_path):

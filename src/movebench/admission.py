@@ -13,7 +13,9 @@ checked the same way, from what its spec declares:
 - cores: more than `campaign.max_ranks_per_core` ranks per core of a node is refused (thousands of
   ranks on one node measure the scheduler, not the transfer);
 - nodes: a point on more than one node under the local executor would record `nodes: 2` while every
-  rank ran on this machine; under `--profile allocation`, a point on more nodes than the allocation has.
+  rank ran on this machine; under `--profile allocation`, a point on more nodes than the allocation has,
+  and an MPI point with more ranks per node than the allocation's nodes have CPUs (an srun step does not
+  oversubscribe them).
 
 A refusal is one message naming each point, its estimate and what is available.
 """
@@ -115,6 +117,13 @@ def problems(config: dict, todo: dict[str, list[dict]], capacity: Capacity) -> l
                              "profile (--profile slurm) or sweep nodes: [1]")
                 continue
             per_node = -(-ranks // nodes)
+            if capacity.allocation and capacity.cores and fam.runtime == "mpi" and per_node > capacity.cores:
+                # an srun step places one task per CPU of the allocation: --overcommit does not lift it for a
+                # step, only for a job submitted with it
+                lines.append(f"{where}: {per_node} ranks on one node, but the allocation's nodes have {capacity.cores} "
+                             f"CPUs ({capacity.where}): its srun step would fail (\"More processors requested than "
+                             f"permitted\"); sweep ranks up to {capacity.cores} x nodes, or spread them over more nodes")
+                continue
             # kv names its own limit (clients per CPU); every other family the campaign's ranks per core
             limit, key = ((section["max_clients_per_cpu"], f"{family}.max_clients_per_cpu")
                           if "max_clients_per_cpu" in section else (per_core, "campaign.max_ranks_per_core"))

@@ -122,7 +122,8 @@ def problems(config: dict, todo: dict[str, list[dict]], capacity: Capacity) -> l
                 # step, only for a job submitted with it
                 lines.append(f"{where}: {per_node} ranks on one node, but the allocation's nodes have {capacity.cores} "
                              f"CPUs ({capacity.where}): its srun step would fail (\"More processors requested than "
-                             f"permitted\"); sweep ranks up to {capacity.cores} x nodes, or spread them over more nodes")
+                             f"permitted\"); sweep ranks up to {capacity.cores} x nodes, or spread them over more "
+                             "nodes")
                 continue
             # kv names its own limit (clients per CPU); every other family the campaign's ranks per core
             limit, key = ((section["max_clients_per_cpu"], f"{family}.max_clients_per_cpu")

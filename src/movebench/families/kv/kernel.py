@@ -110,10 +110,6 @@ MIN_DEFAULT_SEG_BYTES = 256 * 1024**2
 POLL_S = 0.5
 JOIN_S = 5.0
 BARRIER_S = 60.0
-# A DDict operation's limit (Dragon's default: none). On the 4-node namespace cluster a get once never returned
-# (its manager's reply lost; docs/slurm.md): without a limit the point, and its group, waited for the launch's
-# timeout. The largest value here (64 MiB over TCP on 2 shared cores) takes seconds, not minutes.
-DDICT_TIMEOUT_S = 120.0
 
 
 def default_seg_bytes(value_size: int, clients_per_node: int) -> int:
@@ -413,7 +409,7 @@ class GroupDDict:
         t0 = time.time()
         self.ddict = DDict(point["managers_per_node"], point["nodes"], settings["total_mem"] * point["nodes"],
                            streams_per_manager=settings["streams_per_manager"],
-                           persist_path=os.environ.get("MOVEBENCH_SCRATCH", ""), timeout=DDICT_TIMEOUT_S)
+                           persist_path=os.environ.get("MOVEBENCH_SCRATCH", ""))
         return self.ddict, {"ddict_reused": False, "ddict_create_s": time.time() - t0, "ddict_clear_s": 0.0}
 
     def release(self, keep: bool) -> float:

@@ -15,6 +15,8 @@ NODES ?= 2
 TIME ?= 1:00:00
 SBATCH_ARGS ?=
 LINK ?=
+# make slurm-up: CPUs each namespace node declares to Slurm (they share this machine's cores)
+CPUS ?= 2
 
 .PHONY: help install system-deps campaign-deps run dry-run plan sbatch test test-fast bench studies osu-ref stacks lint format slurm-up slurm-down clean
 
@@ -95,8 +97,8 @@ format: install  ## apply snakefmt and ruff's fixes
 	$(VENV)/bin/snakefmt Snakefile workflow/rules
 	$(VENV)/bin/ruff check --fix src tests scripts bench
 
-slurm-up: install  ## start the local Slurm test cluster: NODES=2 namespaces as hosts, LINK="rate=5gbit" shapes links
-	$(PY) -m movebench_testcluster up --nodes "$(NODES)" --link "$(LINK)"
+slurm-up: install  ## start the local Slurm test cluster: NODES=2 namespaces as hosts, LINK="rate=5gbit" shapes links, CPUS=2 per node
+	$(PY) -m movebench_testcluster up --nodes "$(NODES)" --link "$(LINK)" --cpus-per-node "$(CPUS)"
 
 slurm-down:  ## stop the local Slurm test cluster
 	$(PY) -m movebench_testcluster down

@@ -78,14 +78,14 @@ def test_plan_prices_the_published_scale(monkeypatch, capsys, path):
 
 
 @pytest.mark.parametrize("path", CLUSTER, ids=lambda p: p.stem)
-def test_cluster_campaigns_sweep_nodes_and_fit_the_test_cluster(monkeypatch, capsys, path):
+def test_cluster_campaigns_sweep_nodes_and_plan_for_slurm(monkeypatch, capsys, path):
     config = campaign.validate(campaign_config.load(path))
     study = path.stem.removesuffix("-cluster")
     assert config["campaign"]["studies"] == campaign.validate(campaign_config.load(STUDIES / f"{study}.yaml"))[
         "campaign"]["studies"]
     family = {"ddict": "kv", "shuffle": "shuffle"}[study]
     nodes = config[family]["nodes"]
-    assert len(nodes) >= 2 and max(nodes) == 4, "the claims over nodes need several, the cluster has 4 (NODES=4)"
+    assert len(nodes) >= 2 and max(nodes) <= 4, "the claims over nodes need several; bench/studies.py starts 4"
     monkeypatch.setattr(cluster, "partition_capacity", lambda *args, **kwargs: None)
     assert cli.main(["--configfile", str(path), "plan", "--profile", "slurm"]) == 0
     assert "total" in capsys.readouterr().out

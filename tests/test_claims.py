@@ -170,3 +170,24 @@ def test_check_judges_a_studys_claims_on_a_results_folder(tmp_path, capsys):
     assert (tmp_path / "claims.csv").exists()
     assert main(["check", str(tmp_path), "--studies", "ddict"]) == 2
     assert "no such study" in capsys.readouterr().err
+
+
+def test_per_rank_pairs_points_at_equal_ranks_per_node_and_divides_by_ranks():
+    """The thesis' cluster grows one process per node: 2 ranks on 2 nodes against 4 on 4, per rank."""
+    def shuffle(ranks, nodes, aggregate, seed):
+        point = {"pattern": "shuffle", "nodes": nodes, "ranks": ranks, "message_size": 131072, "window": 16,
+                 "skew": 0.0}
+        return rows("shuffle", "shuffle", point, aggregate, seed=seed)
+
+    # per rank: 100 on 2 nodes, 60 on 4 (lowers); the aggregate of 4 ranks rises from 2 nodes to 4
+    table = shuffle(2, 2, 200e6, 1) + shuffle(4, 2, 180e6, 2) + shuffle(4, 4, 240e6, 3)
+    claim = {"kind": "trend", "family": "shuffle", "variant": "shuffle", "axis": "nodes", "sign": -1}
+    aggregate = judged(table, claim).loc["c0"]
+    assert aggregate.status == "not reproduced" and "ranks=4" in aggregate.evidence
+    per_rank = judged(table, {**claim, "per": "rank"}).loc["c0"]
+    assert per_rank.status == "reproduced", per_rank.evidence
+    assert "ranks_per_node=1" in per_rank.evidence and "ranks_per_node=2" not in per_rank.evidence  # one value
+    figures = claims._figures(counted(pd.DataFrame(table)), doc({**claim, "per": "rank"})["claims"][0])
+    per = {(f.params["nodes"], f.params["ranks_per_node"]): f.median for f in figures}
+    assert per.keys() == {(2, "1"), (2, "2"), (4, "1")}
+    assert per[(2, "1")] == pytest.approx(100e6, rel=0.05) and per[(4, "1")] == pytest.approx(60e6, rel=0.05)

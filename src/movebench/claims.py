@@ -12,6 +12,10 @@ says something about its shape, in one of four kinds:
   "frequently": at least half);
 - `band`: the quantity lies in `[low, high]` (a band of % of peak) at every matching point.
 
+`per: rank` divides the metric by each point's ranks and pairs points at equal ranks per node instead of equal
+ranks, for a claim about a cluster that grows one process per node ("bandwidth per rank lowers as the cluster
+grows": 2 ranks on 2 nodes against 4 on 4, not 4 ranks on 2 nodes against 4 on 4).
+
 Each claim is judged `reproduced`, `not reproduced` or `not measured`, never a bare pass: `evidence` says which
 points stood behind it and what they gave (the fitted slope with its CI, the crossover's position, k of n
 cells, the medians against the band).
@@ -157,6 +161,10 @@ def _figures(records: pd.DataFrame, claim: dict) -> list[Figure]:
         if not s["n"]:
             continue
         scale = 100.0 if claim.get("unit") == "%" else 1.0
+        if claim.get("per") == "rank" and _number(params.get("ranks")):
+            ranks = _number(params.pop("ranks"))
+            scale /= ranks
+            params["ranks_per_node"] = f"{ranks / (_number(params.get('nodes')) or 1):g}"
         cell = tuple(sorted((k, str(v)) for k, v in params.items()))
         by_cell.setdefault(cell, {})[str(first["variant"] if across == fam.variant else first[across])] = Figure(
             params, s["median"] * scale, s["ci_low"] * scale, s["ci_high"] * scale, point,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -55,8 +56,6 @@ def run(study: str, results_root: Path | None, extra: list[str]) -> dict:
     env = None
     cluster = started = before = None
     if study.endswith("-cluster"):
-        import os
-
         from movebench_testcluster.slurm import LocalSlurmCluster, running_cluster
 
         cluster = running_cluster()

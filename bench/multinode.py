@@ -49,19 +49,12 @@ LINK_SIZES = (1 << 20, 4 << 20)
 
 
 
-def client_env(cluster: LocalSlurmCluster) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SRUN_", "SALLOC_"))}
-    env.update(cluster.env())
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", ""), "/usr/sbin", "/usr/bin"])
-    return env
-
-
 def measure(cluster, folder: Path, pattern: str, size: int, nodes: int) -> tuple[float, float, dict]:
     """(median bandwidth, max bandwidth, meta) of one run of the shuffle kernel on 2 ranks over `nodes` nodes."""
     point = {"pattern": pattern, "nodes": nodes, "ranks": 2, "message_size": size, "window": WINDOW}
     task = families.load("shuffle").task(point, {"iterations": "auto", "repetition_time": 0.2}, repetitions=3,
                             warmups=1)
-    proc, recs, meta = launch.run_kernel(task, folder, LAUNCHER, timeout=300, env=client_env(cluster))
+    proc, recs, meta = launch.run_kernel(task, folder, LAUNCHER, timeout=300, env=cluster.client_env())
     if proc.returncode != 0 or not recs:
         raise SystemExit(f"{pattern} {size} B on {nodes} nodes failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     bws = [r["bandwidth_Bps"] for r in counted(recs)]

@@ -142,14 +142,6 @@ def transport_text(summary: dict) -> str:
     return "; ".join(parts) or "(not reported)"
 
 
-def client_env(cluster) -> dict:
-    """The environment of a command run against the namespace cluster (its Slurm, this venv's tools first)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SRUN_", "SALLOC_"))}
-    env.update(cluster.env())
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", ""), "/usr/sbin", "/usr/bin"])
-    return env
-
-
 def spread(values: list[float], digits: int = 2) -> str:
     return f"{statistics.median(values):.{digits}f} [{min(values):.{digits}f}-{max(values):.{digits}f}]"
 
@@ -184,7 +176,6 @@ def main(argv=None) -> int:
         build_c(stack)
 
     cluster = started = None
-    base_env = {**os.environ, "NUMPY_MADVISE_HUGEPAGE": "0"}
     if any(n > 1 for n in node_counts):
         from movebench_testcluster.slurm import LocalSlurmCluster, running_cluster
         cluster = running_cluster()
@@ -204,9 +195,8 @@ def main(argv=None) -> int:
             for rnd in range(a.rounds):
                 for nodes in node_counts:
                     launcher = SRUN if nodes > 1 else "mpiexec"
-                    env = client_env(cluster) if nodes > 1 else base_env
-                    if nodes > 1:
-                        env["NUMPY_MADVISE_HUGEPAGE"] = "0"
+                    # 4 KiB pages on both sides (numpy would advise huge pages for arrays of 4 MiB and more)
+                    env = {**(cluster.client_env() if nodes > 1 else os.environ), "NUMPY_MADVISE_HUGEPAGE": "0"}
                     order = names[rnd % len(names):] + names[:rnd % len(names)]
                     for i, name in enumerate(order):
                         stack = chosen[name]

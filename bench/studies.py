@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -69,8 +68,7 @@ def run(study: str, results_root: Path | None, extra: list[str]) -> dict:
         before = cluster.link
         cluster.set_link(LINKS.get(study))
         command[3:5] = ["--profile", "slurm", "--workflow-profile", "profiles/slurm-testcluster"]
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SRUN_", "SALLOC_"))}
-        env.update(cluster.env())
+        env = cluster.client_env()
     start = time.monotonic()
     try:
         done = subprocess.run(command, cwd=ROOT, env=env)

@@ -136,10 +136,7 @@ def slurm_cluster():
 
 def slurm_client_env(cluster) -> dict:
     """Environment for Slurm clients: this venv's python/mpiexec/snakemake first on PATH, no inherited SLURM_*."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SRUN_", "SALLOC_"))}
-    env.update(cluster.env())
-    env["PATH"] = os.pathsep.join([str(Path(PYTHON).parent), env.get("PATH", ""), "/usr/sbin", "/usr/bin"])
-    return env
+    return cluster.client_env(PYTHON)
 
 
 @pytest.fixture

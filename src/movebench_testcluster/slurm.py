@@ -297,6 +297,14 @@ class LocalSlurmCluster:
         ``SLURM_CONF`` only states the obvious (and survives being stripped)."""
         return {"SLURM_CONF": str(self.conf_path)}
 
+    def client_env(self, python: str = sys.executable) -> dict[str, str]:
+        """This process's environment for a Slurm client of the cluster: no inherited SLURM_* (an outer job's
+        would steer srun and sbatch), the cluster's variables, `python`'s folder (its mpiexec, snakemake) first."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SRUN_", "SALLOC_"))}
+        env.update(self.env())
+        env["PATH"] = os.pathsep.join([str(Path(python).parent), env.get("PATH", ""), "/usr/sbin", "/usr/bin"])
+        return env
+
     # state
     def _load_state(self) -> dict:
         try:

@@ -248,6 +248,10 @@ def test_a_killed_runs_stale_lock_stops_the_next_run_with_the_way_out(tmp_path):
     proc = subprocess.run(snakemake_argv(tmp_path), cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and "--unlock" in proc.stderr, proc.stderr[-3000:]
     assert "run the same command once with --unlock, then again as it was" in proc.stderr
+    # its end is written in its own --directory, not in the caller's results (it ran from ROOT)
+    assert str(tmp_path) in json.loads((tmp_path / "results" / "campaign_run.json").read_text())["command"]
+    callers = ROOT / "results" / "campaign_run.json"
+    assert not callers.exists() or str(tmp_path) not in callers.read_text()
     unlocked = subprocess.run(snakemake_argv(tmp_path, "--unlock"), cwd=ROOT, env=env, capture_output=True,
                               text=True, timeout=120)  # fmt: skip
     assert unlocked.returncode == 0 and not list(locks.glob("*")), unlocked.stderr[-3000:]

@@ -171,7 +171,10 @@ class CampaignRun:
         #: rule name -> the launch group (movebench.plan.LaunchGroup) its one job runs
         self.group_rules = group_rules or {}
         self.order, self.seed = list(order), seed
-        self.results = Path(config["campaign"]["results_dir"])
+        # Absolute: Snakemake's --directory is the working directory only while it runs the workflow, and a run
+        # that ends early (a stale lock) ends after it has changed back, where a relative path would name the
+        # caller's own results.
+        self.results = Path(config["campaign"]["results_dir"]).absolute()
         self.services = contextlib.ExitStack()
         self.started = time.time()
         self.host_load = envinfo.HostLoad()

@@ -6,6 +6,8 @@ place in its group changes from round to round (a place effect is not taken for 
 Run:
   .venv/bin/python bench/launch_groups.py                 # 5 rounds, about 12 minutes here
   .venv/bin/python bench/launch_groups.py --rounds 3 --family shuffle   # another family that may group
+  .venv/bin/python bench/launch_groups.py --family campaign   # the whole default campaign: A with launch_groups
+      # false in every family, B as config/config.yaml ships it; its launches as shipped (about 40 minutes here)
 
 It prints per round and as the median of per-round values [min-max]:
 - the campaign's wall time and B / A;
@@ -43,6 +45,19 @@ def campaign(family: str, grouped: bool, results: Path, seed: int, **settings) -
             family: section, **{name: {"enabled": False} for name in config if name not in ("campaign", family)}}
 
 
+GROUPING = ("kv", "shuffle", "bcast", "io")  # the families whose section has launch_groups
+
+
+def whole_campaign(grouped: bool, results: Path, seed: int) -> dict:
+    """The default campaign as shipped (B), or with a launch per point in every family (A)."""
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    config["campaign"].update(name="groups-campaign", results_dir=str(results), launch_order_seed=seed)
+    if not grouped:
+        for family in GROUPING:
+            config[family]["launch_groups"] = False
+    return config
+
+
 def run(config: dict, results: Path) -> float:
     path = results.with_suffix(".yaml")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -57,10 +72,11 @@ def run(config: dict, results: Path) -> float:
 
 
 def costs(results: Path, family: str) -> tuple[float, float]:
-    """(fixed seconds per point, shared within a launch group; seconds inside timed regions)."""
+    """(fixed seconds per point, shared within a launch group; seconds inside timed regions); every family's
+    when `family` is "campaign"."""
     launches: dict[tuple, list] = {}
     timed_total = 0.0
-    for path in (results / "raw" / family).rglob("*.jsonl"):
+    for path in (results / "raw" / ("" if family == "campaign" else family)).rglob("*.jsonl"):
         timed = sum(json.loads(line).get("timed_s") or json.loads(line).get("elapsed_s") or 0.0
                     for line in path.read_text().splitlines())
         timed_total += timed
@@ -74,6 +90,9 @@ def costs(results: Path, family: str) -> tuple[float, float]:
 
 
 def medians(results: Path, family: str) -> pd.Series:
+    if family == "campaign":
+        return pd.concat([medians(results, name).rename(lambda point, name=name: f"{name} {point}")
+                          for name in ("calibration", *GROUPING)])
     table = pd.read_csv(results / "tables" / f"{family}_summary.csv")
     return table[table["measure"] == "bandwidth_Bps"].set_index("point")["median"]
 
@@ -85,7 +104,7 @@ def spread(values: list[float]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--family", default="kv", choices=["kv", "shuffle", "bcast"])
+    parser.add_argument("--family", default="kv", choices=["kv", "shuffle", "bcast", "io", "campaign"])
     parser.add_argument("--keep", type=Path, help="keep the results here")
     parser.add_argument("--reuse-ddict", action="store_true",
                         help="kv: B with a DDict per point (ddict_per_group: false), and a third arm C with the "
@@ -100,7 +119,9 @@ def main() -> int:
             arms.append(("C", True, {"ddict_per_group": True}))
         for label, grouped, settings in arms:
             results = out / f"{label}{rnd}"
-            row[f"wall_{label}"] = run(campaign(args.family, grouped, results, rnd + 1, **settings), results)
+            config = (whole_campaign(grouped, results, rnd + 1) if args.family == "campaign"
+                      else campaign(args.family, grouped, results, rnd + 1, **settings))
+            row[f"wall_{label}"] = run(config, results)
             row[f"fixed_{label}"], timed = costs(results, args.family)
             row[f"timed_share_{label}"] = timed / row[f"wall_{label}"]
         per_point = (medians(out / f"B{rnd}", args.family) / medians(out / f"A{rnd}", args.family)).dropna()
@@ -127,8 +148,17 @@ def main() -> int:
     print(f"  share inside timed regions B   {spread(frame['timed_share_B'].tolist())}")
     print("  bandwidth B / A, per point (median of per-round ratios [min-max]):")
     by_point = pd.concat(ratios, axis=1)
-    for point, values in by_point.iterrows():
-        print(f"    {point}: {spread(values.dropna().tolist())}")
+    if args.family == "campaign":  # ~360 points: each family's median over its points per round, and its extremes
+        for name in ("calibration", *GROUPING):
+            mine = by_point[by_point.index.str.startswith(f"{name} ")]
+            per_point = mine.median(axis=1).sort_values()
+            print(f"    {name:12s} over its {len(mine)} points, per round: {spread(mine.median().tolist())}; "
+                  f"lowest point {per_point.index[0]} {per_point.iloc[0]:.3g}, highest {per_point.index[-1]} "
+                  f"{per_point.iloc[-1]:.3g}")
+        by_point.to_csv(out / "ratios_by_point.csv")
+    else:
+        for point, values in by_point.iterrows():
+            print(f"    {point}: {spread(values.dropna().tolist())}")
     print(f"  over points: {spread(frame['ratio_median'].tolist())}")
     if args.reuse_ddict:
         print(f"  C (one DDict per group): wall C / A {spread((frame['wall_C'] / frame['wall_A']).tolist())}, fixed "

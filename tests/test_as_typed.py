@@ -37,11 +37,14 @@ def test_the_profile_names_the_default_campaign(tmp_path):
     grid = plan.grid(config)
     groups = plan.launch_groups(config, plan.tasks(config, grid))
     jobs = planned(proc)
-    # a job per launch of each point, or per launch group (kv's points share a launch)
+    # a job per launch of each point, or per launch group (the default groups every family that can)
+    assert set(groups) == {"kv", "shuffle", "bcast", "io"}
     assert {k: v for k, v in jobs.items() if k.endswith("_point")} == {
         f"{name}_point": len(points) * config[name]["launches"] for name, points in grid.items() if name not in groups}
-    assert groups["kv"] and {k for k in jobs if "_group_" in k} == {f"kv_group_{i}" for i in range(len(groups["kv"]))}
-    assert {p for g in groups["kv"] for p in g.members} == set(plan.tasks(config, grid)["kv"])
+    assert {k for k in jobs if "_group_" in k} == {f"{family}_group_{i}" for family in groups
+                                                   for i in range(len(groups[family]))}
+    for family in groups:
+        assert {p for g in groups[family] for p in g.members} == set(plan.tasks(config, grid)[family])
 
 
 def test_a_config_file_is_the_whole_campaign_not_merged_into_the_default(tmp_path):

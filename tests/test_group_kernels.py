@@ -99,6 +99,22 @@ def test_a_shuffle_group_writes_each_points_records_and_meta(tmp_path):
 
 
 @pytest.mark.mpi
+def test_an_io_group_writes_verifies_and_removes_each_points_files(tmp_path):
+    from io_support import io_task
+
+    tasks = [io_task(2, "sfsw", "posix", tmp_path, size=40000), io_task(2, "mfmw", "mpiio", tmp_path, size=70000)]
+    proc, done = run_group(tasks, tmp_path / "group")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for position, (task, (recs, meta)) in enumerate(zip(tasks, done, strict=True)):
+        assert [(r["rep"], r["warmup"]) for r in recs] == [(0, True), (0, False), (1, False)]
+        assert all(r["ok"] and r["verified"] is True and point_of(r, task) == task.point for r in recs)
+        assert recs[-1]["bytes"] == 2 * task.point["size_per_proc"]
+        assert (meta["group_position"], meta["group_size"]) == (position, 2)
+    target = tmp_path / "target"
+    assert not target.exists() or not list(target.rglob("*"))  # each point removed what it wrote
+
+
+@pytest.mark.mpi
 def test_bcast_memory_of_a_point_is_its_own_in_a_group(tmp_path):
     """8 MiB pickled first, then the in-place point: its figures stay those it has alone
     (tests/test_bcast.py, test_receiver_memory_pickle_twice_in_place_once), and the pickled one's after it too."""

@@ -53,8 +53,14 @@ def test_a_section_turns_groups_on_or_off_and_families_that_cannot_group_have_no
         ("pattern~uni/nodes~1/ranks~2/message_size~1024/window~1",
          "pattern~uni/nodes~1/ranks~2/message_size~2048/window~1")]
     with pytest.raises(campaign_config.ConfigError) as error:
-        campaign_config.validate({"campaign": {}, "io": {"launch_groups": True}})
-    assert "io.launch_groups" in error.value.message() and "unknown key" in error.value.message()
+        campaign_config.validate({"campaign": {}, "calibration": {"launch_groups": True}})
+    assert "calibration.launch_groups" in error.value.message() and "unknown key" in error.value.message()
+    # io's points group by their ranks and nodes, across patterns, backends and sizes
+    _, _, groups = planned({"campaign": {"launches": 1}, "kv": {"enabled": False},
+                            "io": {"patterns": ["sfsw", "mfmw"], "backends": ["posix"], "ranks": [1, 2],
+                                   "size_per_proc": ["1MiB"], "launch_groups": True}})
+    assert sorted((g.name, len(g.members)) for g in groups["io"]) == [("nodes~1/ranks~1/launch~0", 2),
+                                                                       ("nodes~1/ranks~2/launch~0", 2)]
 
 
 def write(work: Path, config: dict) -> Path:

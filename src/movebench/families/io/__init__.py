@@ -75,6 +75,8 @@ def _on(*backends):
 class IO(Family):
     name = "io"
     variant = "pattern"
+    # what one launch fixes: its ranks and their nodes (each point opens, writes and removes its own files)
+    launch_group_axes = ("nodes", "ranks")
     axes = (
         Axis("pattern", "patterns"),
         Axis("backend", "backends"),

@@ -110,7 +110,10 @@ def test_a_launch_group_measures_its_points_in_one_launch_each_with_its_own_reco
     # the fixed cost is a launch's, shared by its points
     monkeypatch.chdir(work)
     assert main(["--configfile", "config.yaml", "efficiency"]) == 0
-    line = next(x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("shuffle") and "[" in x)
+    out = capsys.readouterr().out
+    inside = next(x for x in out.splitlines() if x.startswith("inside launches"))
+    assert 0 < float(inside.split()[2]) <= float(out.split("campaign wall time")[1].split()[0]), inside
+    line = next(x for x in out.splitlines() if x.strip().startswith("shuffle") and "[" in x)
     assert line.rstrip().endswith("2, 6"), line
     per_launch, per_point = (float(x) for x in re.findall(r"(-?\d+\.\d+) s \[", line))
     assert per_point == pytest.approx(per_launch / 3, abs=0.01)

@@ -18,8 +18,9 @@ POINT_4K = "pattern~uni/nodes~1/ranks~2/message_size~4096/window~8"
 POINT_64K = "pattern~uni/nodes~1/ranks~2/message_size~65536/window~8"
 
 
-def _meta(mpi=MPICH, cpu="AMD EPYC", numpy_version="2.4.6", env=None, with_fingerprint=True):
-    meta = {"hostname": "vm", "nodes": ["vm"], "cpu_model": cpu, "mpi_library": mpi, "mpi_version": "5.0",
+def _meta(mpi=MPICH, cpu="AMD EPYC", numpy_version="2.4.6", env=None, with_fingerprint=True, group=None):
+    meta = {"launch_group": group, "hostname": "vm", "nodes": ["vm"], "cpu_model": cpu, "mpi_library": mpi,
+            "mpi_version": "5.0",
             "mpi_thread_level": "multiple", "page_size": 4096, "transparent_hugepage": "madvise",
             "packages": {"movebench": "0.1.0", "numpy": numpy_version, "mpi4py": "4.1.2"},
             "environment": {"OMP_NUM_THREADS": "1", "PMI_RANK": "0", **(env or {})}}
@@ -130,8 +131,9 @@ def test_fingerprint_differences_are_named(tmp_path):
     assert "packages.numpy: 2.4.6 -> 2.5.0" in row.differs_detail
 
 
-@pytest.mark.parametrize("change", [{"mpi": "Open MPI v4.1.5, package: Open MPI"}, {"cpu": "Intel Xeon"}])
-def test_another_mpi_library_or_cpu_model_is_not_comparable(tmp_path, change):
+@pytest.mark.parametrize("change", [{"mpi": "Open MPI v4.1.5, package: Open MPI"}, {"cpu": "Intel Xeon"},
+                                    {"group": {"name": "nodes~1/ranks~2/launch~0", "size": 3, "position": 1}}])
+def test_another_mpi_library_cpu_model_or_launch_grouping_is_not_comparable(tmp_path, change):
     base = write_results(tmp_path / "a", {POINT_4K: _times(8, seed=1)})
     new = write_results(tmp_path / "b", {POINT_4K: _times(8, 1.5, seed=2)}, metas={POINT_4K: _meta(**change)})
     frame = compare.compare(base, new)

@@ -38,7 +38,7 @@ ONLY_BASE, ONLY_NEW, NOT_COMPARABLE = "only in base", "only in new", "not compar
 #: Every value `verdict` takes in a comparison table, worst first (the order of the HTML page).
 VERDICT_ORDER = ("regressed", NOT_COMPARABLE, ONLY_BASE, ONLY_NEW, "inconclusive", "improved", "unchanged")
 #: Fingerprint keys that make two runs different experiments rather than two runs of one.
-INCOMPARABLE_KEYS = ("mpi_library", "cpu_model")
+INCOMPARABLE_KEYS = ("mpi_library", "cpu_model", "launch_grouped")
 COLUMNS = ("family", "variant", "point", "measure", "better", "threshold", "n_base", "n_new", "median_base",
            "median_new", "ratio", "ci_low", "ci_high", "p_value", "launches_base", "launches_new", "unit", "mdc",
            "mdc_double", "verdict", "comparable", "differs", "differs_detail", "note", "point_new")

@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -625,3 +626,21 @@ def test_launch_knows_when_the_kernel_ended(tmp_path):
     assert run.ended_within(30) is True and run.proc.returncode == 3
     run.reader.join(timeout=5)
     assert list(run.tail) == ["done"]
+
+
+def test_a_kernel_that_fails_just_before_launch_is_signalled_was_interrupted():
+    """scancel signals the job's steps and its batch script with no order between them: the kernel may fail first.
+    A signal to launch within SIGNAL_GRACE_S of that failure names the interrupt as the point's reason; a failure
+    with no signal after it stays the kernel's."""
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        signals = launch._Signals()
+        run = launch._Run([sys.executable, "-c", "raise SystemExit(1)"], dict(os.environ))
+        threading.Timer(0.3, signals._note, (signal.SIGTERM, None)).start()
+        assert launch._wait(run, 30, signals, before_stop=lambda: None) == (1, "interrupted (SIGTERM)")
+        quiet = launch._Signals()
+        run = launch._Run([sys.executable, "-c", "raise SystemExit(1)"], dict(os.environ))
+        assert launch._wait(run, 30, quiet, before_stop=lambda: None) == (1, None)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -209,6 +209,19 @@ class _Signals:
         return self.name
 
 
+#: how long a kernel's failure waits for a signal to launch that would explain it
+SIGNAL_GRACE_S = 1.0
+
+
+def _signalled_within(signals: _Signals, seconds: float) -> bool:
+    end = time.monotonic() + seconds
+    while not signals.name:
+        if time.monotonic() >= end:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def _wait(run: _Run, timeout: float, signals: _Signals, before_stop) -> tuple[int | None, str | None]:
     """The kernel's exit status, or why it was stopped (timeout or a signal to launch)."""
     deadline = time.monotonic() + timeout
@@ -223,6 +236,10 @@ def _wait(run: _Run, timeout: float, signals: _Signals, before_stop) -> tuple[in
             run.stop()
             return run.proc.returncode, f"interrupted ({signals.name})"
         if run.ended_within(min(0.2, max(0.0, deadline - time.monotonic()))):
+            if run.proc.returncode != 0 and _signalled_within(signals, SIGNAL_GRACE_S):
+                # scancel signals the job's steps and its batch script with no order between them: a kernel
+                # killed by it may end before launch's own signal arrives (a fresh clone's CI run, 2026-11-26)
+                return run.proc.returncode, f"interrupted ({signals.name})"
             return run.proc.returncode, None
         if time.monotonic() >= deadline:
             before_stop()

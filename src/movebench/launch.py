@@ -238,7 +238,7 @@ def _wait(run: _Run, timeout: float, signals: _Signals, before_stop) -> tuple[in
         if run.ended_within(min(0.2, max(0.0, deadline - time.monotonic()))):
             if run.proc.returncode != 0 and _signalled_within(signals, SIGNAL_GRACE_S):
                 # scancel signals the job's steps and its batch script with no order between them: a kernel
-                # killed by it may end before launch's own signal arrives (a fresh clone's CI run, 2026-11-26)
+                # killed by it may end before launch's own signal arrives
                 return run.proc.returncode, f"interrupted ({signals.name})"
             return run.proc.returncode, None
         if time.monotonic() >= deadline:

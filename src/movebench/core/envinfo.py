@@ -227,7 +227,7 @@ def fingerprint(meta: dict) -> dict:
         "env": {k: v for k, v in sorted(env.items()) if k not in FINGERPRINT_ENV_IGNORED
                 and (k.startswith(FINGERPRINT_ENV_PREFIXES) or k in FINGERPRINT_ENV_NAMES)},
         # A point measured after others in a warm process (a launch group, as OSU sweeps its sizes) is not the
-        # same experiment as a point alone in its launch: 11-16% apart for shuffle and bcast (docs/kernels.md, 9).
+        # same experiment as a point alone in its launch (docs/kernels.md, sections 9 and 12).
         "launch_grouped": bool(meta.get("launch_group")),
     }
 

@@ -33,6 +33,8 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from movebench import families
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -45,7 +47,9 @@ def campaign(family: str, grouped: bool, results: Path, seed: int, **settings) -
             family: section, **{name: {"enabled": False} for name in config if name not in ("campaign", family)}}
 
 
-GROUPING = ("kv", "shuffle", "bcast", "io")  # the families whose section has launch_groups
+# the families whose section has launch_groups (Family.launch_group_axes), and those that run a launch per point
+GROUPING = tuple(name for name in families.names() if families.load(name).launch_group_axes)
+UNGROUPED = tuple(name for name in families.names() if name not in GROUPING)
 
 
 def whole_campaign(grouped: bool, results: Path, seed: int) -> dict:
@@ -92,7 +96,7 @@ def costs(results: Path, family: str) -> tuple[float, float]:
 def medians(results: Path, family: str) -> pd.Series:
     if family == "campaign":
         return pd.concat([medians(results, name).rename(lambda point, name=name: f"{name} {point}")
-                          for name in ("calibration", *GROUPING)])
+                          for name in (*UNGROUPED, *GROUPING)])
     table = pd.read_csv(results / "tables" / f"{family}_summary.csv")
     return table[table["measure"] == "bandwidth_Bps"].set_index("point")["median"]
 
@@ -149,7 +153,7 @@ def main() -> int:
     print("  bandwidth B / A, per point (median of per-round ratios [min-max]):")
     by_point = pd.concat(ratios, axis=1)
     if args.family == "campaign":  # ~360 points: each family's median over its points per round, and its extremes
-        for name in ("calibration", *GROUPING):
+        for name in (*UNGROUPED, *GROUPING):
             mine = by_point[by_point.index.str.startswith(f"{name} ")]
             per_point = mine.median(axis=1).sort_values()
             print(f"    {name:12s} over its {len(mine)} points, per round: {spread(mine.median().tolist())}; "

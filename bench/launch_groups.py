@@ -5,7 +5,8 @@ place in its group changes from round to round (a place effect is not taken for 
 
 Run:
   .venv/bin/python bench/launch_groups.py                 # 5 rounds, about 12 minutes here
-  .venv/bin/python bench/launch_groups.py --rounds 3 --family shuffle   # another family that may group
+  .venv/bin/python bench/launch_groups.py --rounds 3 --family shuffle   # another family that may group (any of
+      # calibration, shuffle, bcast, io)
   .venv/bin/python bench/launch_groups.py --family campaign   # the whole default campaign: A with launch_groups
       # false in every family, B as config/config.yaml ships it; its launches as shipped (about 40 minutes here)
 
@@ -108,7 +109,7 @@ def spread(values: list[float]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--family", default="kv", choices=["kv", "shuffle", "bcast", "io", "campaign"])
+    parser.add_argument("--family", default="kv", choices=[*GROUPING, "campaign"])
     parser.add_argument("--keep", type=Path, help="keep the results here")
     parser.add_argument("--reuse-ddict", action="store_true",
                         help="kv: B with a DDict per point (ddict_per_group: false), and a third arm C with the "

@@ -38,7 +38,7 @@ def test_the_profile_names_the_default_campaign(tmp_path):
     groups = plan.launch_groups(config, plan.tasks(config, grid))
     jobs = planned(proc)
     # a job per launch of each point, or per launch group (the default groups every family that can)
-    assert set(groups) == {"kv", "shuffle", "bcast", "io"}
+    assert set(groups) == {"kv", "shuffle", "bcast", "io", "calibration"}
     assert {k: v for k, v in jobs.items() if k.endswith("_point")} == {
         f"{name}_point": len(points) * config[name]["launches"] for name, points in grid.items() if name not in groups}
     assert {k for k in jobs if "_group_" in k} == {f"{family}_group_{i}" for family in groups

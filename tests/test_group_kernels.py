@@ -115,6 +115,29 @@ def test_an_io_group_writes_verifies_and_removes_each_points_files(tmp_path):
 
 
 @pytest.mark.mpi
+@pytest.mark.parametrize("probe", ["memcpy", "fio"])
+def test_a_calibration_group_measures_each_probe_point_in_one_launch(tmp_path, probe):
+    if probe == "memcpy":
+        tasks = [make_task("calibration", {"probe": "memcpy", "ranks": 2, "size": size},
+                           {"iterations": 4, "repetition_time": 0.01}, repetitions=2) for size in (4096, 65536)]
+    else:
+        tasks = [make_task("calibration", {"probe": "fio", "pattern": pattern, "ranks": 2, "size_per_proc": 65536},
+                           {"fio_path": str(tmp_path / "fio")}, repetitions=2) for pattern in ("sfsw", "mfmw")]
+    proc, done = run_group(tasks, tmp_path / "group")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for position, (task, (recs, meta)) in enumerate(zip(tasks, done, strict=True)):
+        assert [(r["rep"], r["warmup"]) for r in recs] == [(0, True), (0, False), (1, False)]
+        assert all(r["ok"] and point_of(r, task) == task.point and r["bytes"] > 0 for r in recs)
+        assert (meta["group_position"], meta["group_size"]) == (position, 2)
+        # where its repetitions began (fio's: before its first fio process), for efficiency's set-up and untimed
+        assert meta["kernel_start"] < meta["kernel_end"]
+        assert meta["kernel_end"] - meta["kernel_start"] >= sum(r["elapsed_s"] for r in recs)
+    assert done[0][1]["kernel_end"] <= done[1][1]["kernel_start"]
+    if probe == "fio":
+        assert not list((tmp_path / "fio").iterdir())  # each point removed its fio folder
+
+
+@pytest.mark.mpi
 def test_bcast_memory_of_a_point_is_its_own_in_a_group(tmp_path):
     """8 MiB pickled first, then the in-place point: its figures stay those it has alone
     (tests/test_bcast.py, test_receiver_memory_pickle_twice_in_place_once), and the pickled one's after it too."""
@@ -189,6 +212,9 @@ def test_a_kv_group_runs_its_points_in_one_dragon_runtime(tmp_path, reuse):
     assert first_meta["dragon_startup_s"] > 0 and second_meta["dragon_startup_s"] == 0.0
     assert {r["dragon_startup_s"] for r in second} == {0.0}
     assert first_meta["head_end"] < second_meta["head_end"]
+    # each point's repetitions began after its clients and DDict were ready (efficiency's set-up and untimed)
+    assert first_meta["head_start"] < first_meta["kernel_start"] < first_meta["kernel_end"] \
+        <= second_meta["kernel_start"] < second_meta["kernel_end"]
     assert first_meta["dragon_launch"] == second_meta["dragon_launch"]  # one launch, one record
     # a DDict per point, or one made for the first and cleared for the second (its keys only in the stats)
     assert not first_meta["ddict_reused"] and first_meta["ddict_create_s"] > 0 and second_meta["ddict_destroy_s"] > 0

@@ -46,15 +46,24 @@ def test_kv_points_share_a_launch_by_default_and_the_order_places_groups():
     assert set(plan.priorities(order)["kv"]) == {g.name for g in kv}
 
 
-def test_a_section_turns_groups_on_or_off_and_families_that_cannot_group_have_no_key():
+def test_a_section_turns_groups_on_or_off_and_calibration_groups_memcpy_apart_from_fio():
     _, _, groups = planned({"campaign": {"launches": 1}, "kv": {"launch_groups": False},
                             "shuffle": {**STREAM, "message_sizes": ["1KiB", "2KiB"], "launch_groups": True}})
     assert "kv" not in groups and [g.members for g in groups["shuffle"]] == [
         ("pattern~uni/nodes~1/ranks~2/message_size~1024/window~1",
          "pattern~uni/nodes~1/ranks~2/message_size~2048/window~1")]
     with pytest.raises(campaign_config.ConfigError) as error:
-        campaign_config.validate({"campaign": {}, "calibration": {"launch_groups": True}})
-    assert "calibration.launch_groups" in error.value.message() and "unknown key" in error.value.message()
+        campaign_config.validate({"campaign": {}, "shuffle": {"launch_group": True}})
+    assert "shuffle.launch_group" in error.value.message() and "unknown key" in error.value.message()
+    # memcpy's launch is its ranks; fio's is one process, whatever jobs fio starts
+    _, tasks, groups = planned({"campaign": {"launches": 1}, "kv": {"enabled": False},
+                                "calibration": {"probes": ["memcpy", "fio"], "memcpy_sizes": ["4KiB", "1MiB"],
+                                                "fio_patterns": ["sfsw", "mfmw"], "launch_groups": True}})
+    assert sorted((g.name, len(g.members)) for g in groups["calibration"]) == [
+        ("probe~fio/ranks~2/launch~0", 2), ("probe~memcpy/ranks~2/launch~0", 2)]
+    for group in groups["calibration"]:
+        placed = {(tasks["calibration"][p].ranks, tasks["calibration"][p].nodes) for p in group.members}
+        assert placed == ({(1, 1)} if "fio" in group.name else {(2, 1)})
     # io's points group by their ranks and nodes, across patterns, backends and sizes
     _, _, groups = planned({"campaign": {"launches": 1}, "kv": {"enabled": False},
                             "io": {"patterns": ["sfsw", "mfmw"], "backends": ["posix"], "ranks": [1, 2],
@@ -117,6 +126,10 @@ def test_a_launch_group_measures_its_points_in_one_launch_each_with_its_own_reco
     assert line.rstrip().endswith("2, 6"), line
     per_launch, per_point = (float(x) for x in re.findall(r"(-?\d+\.\d+) s \[", line))
     assert per_point == pytest.approx(per_launch / 3, abs=0.01)
+    # and its four parts: start, set-up between points, untimed inside them, end
+    parts = [float(x) for x in out.split("where a launch's fixed cost goes")[1].split("shuffle")[1].split()[:4]]
+    assert all(p >= 0 for p in parts) and parts[0] > 0 and parts[1] > 0, parts
+    assert sum(parts) == pytest.approx(per_launch, abs=0.03)  # medians of 2 launches: each part and their sum
 
 
 KILLER = """#!{python}

@@ -211,6 +211,8 @@ def efficiency(args) -> int:
     per_family: dict[str, float] = {}
     # (family, launch) -> [wall, timed seconds of its points, points]
     launches: dict[tuple, list] = {}
+    # (family, launch) -> each point's (start of its repetitions, end, the launch's end)
+    spans: dict[tuple, list] = {}
     for path in (results / "raw").rglob("*.jsonl"):
         family = path.relative_to(results / "raw").parts[0]
         point_timed = 0.0
@@ -234,6 +236,7 @@ def efficiency(args) -> int:
         entry = launches.setdefault(key, [meta["launch_wall_s"], 0.0, 0])
         entry[1] += point_timed
         entry[2] += 1
+        spans.setdefault(key, []).append((meta.get("kernel_start"), meta.get("kernel_end"), meta.get("launch_end")))
     wall = run_info["wall_s"]
     print(f"campaign wall time            {wall:8.1f} s")
     print(f"inside timed regions          {timed:8.1f} s  ({100 * timed / wall:.1f}% of wall, warm-ups included)")
@@ -253,7 +256,32 @@ def efficiency(args) -> int:
         print(f"  {family:28s}{statistics.median(per_launch):8.2f} s [{per_launch[0]:.2f}-{per_launch[-1]:.2f}]"
               f"   {statistics.median(per_point):8.2f} s [{per_point[0]:.2f}-{per_point[-1]:.2f}]"
               f"   {len(mine)}, {points}")
+    parts = {key: fixed_cost_parts(key[2], launches[key], spans[key]) for key in launches}
+    print("where a launch's fixed cost goes, per launch: median s (start: to the first point's repetitions; set-up: "
+          "between points' repetitions, each point's buffers, data, probe and files; untimed: inside points' "
+          "repetitions, outside their timed regions; end: after the last point's)")
+    print(f"  {'':28s}{'start':>8s}{'set-up':>9s}{'untimed':>9s}{'end':>8s}")
+    for family in sorted({key[0] for key in launches}):
+        known = [p for key, p in parts.items() if key[0] == family and p is not None]
+        if not known:
+            print(f"  {family:28s}    (its metas do not say where points' repetitions start)")
+            continue
+        print(f"  {family:28s}" + "".join(f"{statistics.median(p[i] for p in known):{w}.2f}"
+                                         for i, w in enumerate((8, 9, 9, 8))))
     return 0
+
+
+def fixed_cost_parts(launch_start, launch: list, spans: list) -> tuple[float, float, float, float] | None:
+    """A launch's fixed cost (its wall time less its points' timed seconds) in four parts: start, set-up between the
+    points' repetitions, untimed seconds inside them, end (efficiency's header says which is which); None for a
+    launch whose metas lack the times."""
+    wall, timed, _ = launch
+    if launch_start is None or any(None in span for span in spans):
+        return None
+    start = min(s for s, _, _ in spans) - launch_start
+    end = spans[0][2] - max(e for _, e, _ in spans)
+    in_points = sum(e - s for s, e, _ in spans)
+    return start, wall - start - end - in_points, in_points - timed, end
 
 
 def covered(intervals: list[tuple[float, float]]) -> float:

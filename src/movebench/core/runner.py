@@ -110,15 +110,16 @@ def release_memory() -> None:
         pass
 
 
-def run_mpi(comm, task: Task, measure, extra_meta=None) -> list[dict]:
+def run_mpi(comm, task: Task, measure, extra_meta=None, started: float | None = None) -> list[dict]:
     """Run `measure(rep, warmup) -> (elapsed_s, nbytes, extras)` on every rank for each repetition.
 
     `measure` is collective: every rank calls it and every rank returns the same tuple (kernels
-    reduce their timings before returning). Rank 0 writes the records and the meta.
+    reduce their timings before returning). Rank 0 writes the records and the meta. `started` (the meta's
+    kernel_start, now by default) is when the repetitions began, for a kernel that runs some before this call.
     """
     from movebench.core.mpi import mpi_meta
 
-    started = time.time()
+    started = time.time() if started is None else started
     policy = task.policy
     # A count stops every rank after the same repetition by itself; an adaptive rule reads each rank's
     # clock, so rank 0 decides for all (one small bcast after each counted repetition, untimed).

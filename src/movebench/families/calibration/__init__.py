@@ -43,6 +43,8 @@ class Calibration(Family):
         Setting("fio_path", when=_is_fio),
     )
     measures = (BANDWIDTH, ELAPSED)
+    # A launch fixes the processes: memcpy's ranks, and fio's one kernel process (fio starts its own jobs).
+    launch_group_axes = ("probe", "ranks")
 
     def check(self, section, campaign):
         problems = []

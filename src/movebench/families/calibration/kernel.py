@@ -33,6 +33,7 @@ import json
 import shutil
 import subprocess
 import tempfile
+import time
 
 import numpy as np
 
@@ -130,7 +131,7 @@ def measure_task(comm, task, group_meta=None):
         run_mpi(comm, task, measure, {"buffers_reused": True, **group_meta})
         return
     version = fio_version()
-    folder = None
+    folder, started = None, None
     if version is None:
         why = "fio is not installed (not on PATH): no bound for io's posix points (Debian: apt-get install fio)"
 
@@ -142,12 +143,14 @@ def measure_task(comm, task, group_meta=None):
         def fio(count):
             return fio_runs(fio_argv(point["pattern"], point["ranks"], point["size_per_proc"], folder, count))
 
+        started = time.time()
         runs = fio(task.warmups + task.policy.min)
 
         def measure(rep, warmup):
             return runs.pop(0) if runs else fio(1)[0]
     try:
-        run_mpi(comm, task, measure, {"fio_version": version, "fio_path": settings["fio_path"], **group_meta})
+        run_mpi(comm, task, measure, {"fio_version": version, "fio_path": settings["fio_path"], **group_meta},
+                started=started)
     finally:
         if folder:
             shutil.rmtree(folder, ignore_errors=True)

@@ -130,6 +130,18 @@ def test_a_launch_group_measures_its_points_in_one_launch_each_with_its_own_reco
     parts = [float(x) for x in out.split("where a launch's fixed cost goes")[1].split("shuffle")[1].split()[:4]]
     assert all(p >= 0 for p in parts) and parts[0] > 0 and parts[1] > 0, parts
     assert sum(parts) == pytest.approx(per_launch, abs=0.03)  # medians of 2 launches: each part and their sum
+    # a point an earlier run measured (the results folder keeps it) is not this run's
+    old = next((results / "raw" / "shuffle").rglob("*.meta.json"))
+    earlier = old.with_name("message_size~512")
+    earlier.mkdir()
+    run_start = json.loads((results / "campaign_run.json").read_text())["start"]
+    (earlier / "window~1.meta.json").write_text(json.dumps({**json.loads(old.read_text()),
+                                                            "launch_start": run_start - 600}))
+    (earlier / "window~1.jsonl").write_text(old.with_name(old.name.replace(".meta.json", ".jsonl")).read_text())
+    assert main(["--configfile", "config.yaml", "efficiency"]) == 0
+    again = capsys.readouterr().out
+    assert "(1 point-launches in results/raw were not measured by this run: left out)" in again
+    assert again.replace(again.splitlines()[1] + "\n", "") == out
 
 
 KILLER = """#!{python}

@@ -213,8 +213,19 @@ def efficiency(args) -> int:
     launches: dict[tuple, list] = {}
     # (family, launch) -> each point's (start of its repetitions, end, the launch's end)
     spans: dict[tuple, list] = {}
+    # Only what the last run measured: the results folder also keeps the points of earlier runs, which a rerun
+    # did not redo (and a point whose meta does not say when it ran cannot be placed in either).
+    earlier = 0
     for path in (results / "raw").rglob("*.jsonl"):
         family = path.relative_to(results / "raw").parts[0]
+        meta_path = path.with_name(path.name[: -len(".jsonl")] + ".meta.json")
+        try:
+            meta = json.loads(meta_path.read_text())
+        except (OSError, json.JSONDecodeError):
+            meta = {}
+        if meta.get("launch_start") is None or not run_info["start"] <= meta["launch_start"] <= run_info["end"]:
+            earlier += 1
+            continue
         point_timed = 0.0
         for line in path.read_text().splitlines():
             rec = json.loads(line)
@@ -224,11 +235,6 @@ def efficiency(args) -> int:
                 counted += seconds
         timed += point_timed
         per_family[family] = per_family.get(family, 0.0) + point_timed
-        meta_path = path.with_name(path.name[: -len(".jsonl")] + ".meta.json")
-        try:
-            meta = json.loads(meta_path.read_text())
-        except (OSError, json.JSONDecodeError):
-            continue
         if meta.get("launch_wall_s") is None:
             continue
         group = (meta.get("launch_group") or {}).get("name")
@@ -239,6 +245,8 @@ def efficiency(args) -> int:
         spans.setdefault(key, []).append((meta.get("kernel_start"), meta.get("kernel_end"), meta.get("launch_end")))
     wall = run_info["wall_s"]
     print(f"campaign wall time            {wall:8.1f} s")
+    if earlier:
+        print(f"  ({earlier} point-launches in {results / 'raw'} were not measured by this run: left out)")
     print(f"inside timed regions          {timed:8.1f} s  ({100 * timed / wall:.1f}% of wall, warm-ups included)")
     print(f"  of which counted reps       {counted:8.1f} s  ({100 * counted / wall:.1f}% of wall)")
     for family, seconds in sorted(per_family.items()):

@@ -10,6 +10,7 @@ The overlay only says how to poll this cluster (squeue, every 2 s); everything e
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import subprocess
@@ -113,9 +114,10 @@ def test_every_point_is_one_slurm_job_that_completed(campaign):
         assert job["time_limit"] == "2:00"  # campaign.timeout 60 s -> 1 min + 1
     # one job at a time (the overlay's jobs: 1): the cluster's nodes share this host's cores, so two 1-node
     # points on n1 and n2 at once would measure each other
-    spans = sorted((m["launch_start"], m["launch_end"]) for m in metas(campaign["dir"]).values())
-    assert all(end <= next_start for (_, end), (next_start, _) in zip(spans, spans[1:])), spans
-    assert all(not m["overlapped_with"] for m in metas(campaign["dir"]).values())
+    launched = list(metas(campaign["dir"]).values())
+    spans = sorted((m["launch_start"], m["launch_end"]) for m in launched)
+    assert all(end <= next_start for (_, end), (next_start, _) in itertools.pairwise(spans)), spans
+    assert all(not m["overlapped_with"] for m in launched)
 
 
 def test_a_two_node_point_has_its_ranks_on_n1_and_n2(campaign, slurm_cluster):

@@ -9,6 +9,8 @@ Run:
       # calibration, shuffle, bcast, io)
   .venv/bin/python bench/launch_groups.py --family campaign   # the whole default campaign: A with launch_groups
       # false in every family, B as config/config.yaml ships it; its launches as shipped (about 40 minutes here)
+  .venv/bin/python bench/launch_groups.py --family campaign --before REV   # a change, before and after: A the
+      # campaign as shipped run by commit REV (a git worktree), B by this checkout (about 30 minutes here)
 
 It prints per round and as the median of per-round values [min-max]:
 - the campaign's wall time and B / A;
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -63,13 +66,17 @@ def whole_campaign(grouped: bool, results: Path, seed: int) -> dict:
     return config
 
 
-def run(config: dict, results: Path) -> float:
+def run(config: dict, results: Path, checkout: Path = ROOT) -> float:
+    """The campaign run by `checkout`'s movebench (its Snakefile, rules and kernels; this venv's packages)."""
     path = results.with_suffix(".yaml")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(config, sort_keys=False))
+    env = dict(os.environ)
+    if checkout != ROOT:  # ahead of the venv's editable path (a .pth entry), in the jobs too, which inherit it
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(checkout / "src"), env.get("PYTHONPATH")]))
     t0 = time.time()
-    proc = subprocess.run([sys.executable, "-m", "movebench", "--configfile", str(path), "run"], cwd=ROOT,
-                          capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "movebench", "--configfile", str(path), "run"], cwd=checkout,
+                          capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         print(proc.stdout[-2000:] + proc.stderr[-2000:], file=sys.stderr)
     info = json.loads((results / "campaign_run.json").read_text())
@@ -114,8 +121,21 @@ def main() -> int:
     parser.add_argument("--reuse-ddict", action="store_true",
                         help="kv: B with a DDict per point (ddict_per_group: false), and a third arm C with the "
                              "default, one DDict per group")
+    parser.add_argument("--before", metavar="REV",
+                        help="with --family campaign: A is the default campaign as shipped, run by the commit REV (a "
+                             "git worktree), B the same by this checkout: a change's effect on wall time, fixed "
+                             "costs and figures")
     args = parser.parse_args()
+    if args.before and args.family != "campaign":
+        parser.error("--before compares whole campaigns: give --family campaign")
     out = args.keep or Path(tempfile.mkdtemp(prefix="movebench-groups-"))
+    before = None
+    if args.before:
+        before = out / "before"
+        if not before.exists():
+            subprocess.run(["git", "worktree", "add", "--detach", str(before), args.before], cwd=ROOT, check=True,
+                           capture_output=True)
+        print(f"A: {args.before} in {before}; B: this checkout", flush=True)
     rows, ratios, reuse_ratios = [], [], []
     for rnd in range(args.rounds):
         row = {"round": rnd}
@@ -124,9 +144,11 @@ def main() -> int:
             arms.append(("C", True, {"ddict_per_group": True}))
         for label, grouped, settings in arms:
             results = out / f"{label}{rnd}"
+            if before is not None:  # both as shipped: the commits differ, not the config
+                grouped = True
             config = (whole_campaign(grouped, results, rnd + 1) if args.family == "campaign"
                       else campaign(args.family, grouped, results, rnd + 1, **settings))
-            row[f"wall_{label}"] = run(config, results)
+            row[f"wall_{label}"] = run(config, results, before if before is not None and label == "A" else ROOT)
             row[f"fixed_{label}"], timed = costs(results, args.family)
             row[f"timed_share_{label}"] = timed / row[f"wall_{label}"]
         per_point = (medians(out / f"B{rnd}", args.family) / medians(out / f"A{rnd}", args.family)).dropna()
@@ -144,8 +166,9 @@ def main() -> int:
               f"[{row['ratio_min']:.3f}-{row['ratio_max']:.3f}]", flush=True)
     frame = pd.DataFrame(rows)
     print(f"\n{args.family}, {args.rounds} rounds, median of per-round values [min-max]:")
-    print(f"  wall A (a launch per point)    {spread(frame['wall_A'].tolist())} s")
-    print(f"  wall B (launch groups)         {spread(frame['wall_B'].tolist())} s")
+    a_is, b_is = (f"({args.before})", "(this checkout)") if before else ("(a launch per point)", "(launch groups)")
+    print(f"  wall A {a_is:23s} {spread(frame['wall_A'].tolist())} s")
+    print(f"  wall B {b_is:23s} {spread(frame['wall_B'].tolist())} s")
     print(f"  wall B / A                     {spread((frame['wall_B'] / frame['wall_A']).tolist())}")
     print(f"  fixed cost per point A         {spread(frame['fixed_A'].tolist())} s")
     print(f"  fixed cost per point B         {spread(frame['fixed_B'].tolist())} s")
@@ -171,6 +194,8 @@ def main() -> int:
         for point, values in pd.concat(reuse_ratios, axis=1).iterrows():
             print(f"    {point}: {spread(values.dropna().tolist())}")
         print(f"  over points: {spread(frame['reuse_ratio_median'].tolist())}")
+    if before is not None:
+        subprocess.run(["git", "worktree", "remove", "--force", str(before)], cwd=ROOT, capture_output=True)
     print(f"results in {out}")
     return 0
 

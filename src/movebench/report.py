@@ -280,6 +280,33 @@ def _environment() -> jinja2.Environment:
     return env
 
 
+def _context(name: str, table: pd.DataFrame, summary: pd.DataFrame, campaign: dict) -> dict:
+    return families.report(name).context(table, summary, campaign) if not summary.empty else {}
+
+
+def family_contexts(config: dict, sections: dict) -> dict:
+    """Each family's template context: its tables and figures. Drawing the figures is most of the report's time
+    (docs/kernels.md, section 12), so with more than one CPU the families draw in forked processes side by side;
+    a family's context is the same either way."""
+    import os
+
+    jobs = {name: (name, s["table"], s["summary"], config["campaign"]) for name, s in sections.items()}
+    workers = min(len(jobs), os.cpu_count() or 1, 4)
+    if workers < 2:
+        return {name: _context(*args) for name, args in jobs.items()}
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from movebench.reportkit import plotting
+
+    plotting()  # imported once, here, rather than in each worker
+
+    # fork: the workers inherit what this process imported and read; they draw, they do not start threads
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        futures = {name: pool.submit(_context, *args) for name, args in jobs.items()}
+        return {name: future.result() for name, future in futures.items()}
+
+
 def render_html(config: dict, sections: dict, partial: bool = False) -> str:
     env = _environment()
     provided = bounds.provided(sections)
@@ -291,10 +318,10 @@ def render_html(config: dict, sections: dict, partial: bool = False) -> str:
     published_frame = report_verdicts.published(config, results)
     published = report_verdicts.by_family(published_frame)
     studies = report_verdicts.study_views(config, results, published_frame)
+    contexts = family_contexts(config, sections)
     family_html = {}
     for name, section in sections.items():
-        ctx = families.report(name).context(section["table"], section["summary"], config["campaign"]) \
-            if not section["summary"].empty else {}
+        ctx = contexts[name]
         body = env.get_template(f"{name}/report.html.j2").render(ctx=ctx, section=section) if ctx else ""
         family_html[name] = {
             "body": body,

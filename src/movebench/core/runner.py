@@ -92,6 +92,10 @@ def each_task(argv=None, tasks: list[Task] | None = None):
         yield task, {"group_position": position, "group_size": len(tasks)}
         if position + 1 < len(tasks):
             release_memory()
+            # What is left is the launch's own (modules, the communicator, caches): out of later collections, so
+            # that a point's release_memory scans only what points made (a full pass over scipy's and mpi4py's
+            # objects took 7 ms, twice per bcast point).
+            gc.freeze()
 
 
 def release_memory() -> None:

@@ -74,6 +74,8 @@ def run(config: dict, results: Path, checkout: Path = ROOT) -> float:
     env = dict(os.environ)
     if checkout != ROOT:  # ahead of the venv's editable path (a .pth entry), in the jobs too, which inherit it
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(checkout / "src"), env.get("PYTHONPATH")]))
+        # this checkout's Azurite, rather than an install into the worktree inside A's first run
+        env.setdefault("MOVEBENCH_NODE_PREFIX", str(ROOT / ".node"))
     t0 = time.time()
     proc = subprocess.run([sys.executable, "-m", "movebench", "--configfile", str(path), "run"], cwd=checkout,
                           capture_output=True, text=True, env=env)

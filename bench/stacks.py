@@ -3,7 +3,8 @@ two namespace nodes, with the C reference (bench/osu_ref) built against the same
 
 Run (as root: the 2-node part uses the running test cluster, or starts a 2-node one and stops it after):
 
-    .venv/bin/python bench/stacks.py [--rounds 5] [--stacks mpich-ucx,mpich-ofi,openmpi,impi] [--nodes 1,2]
+    .venv/bin/python bench/stacks.py [--rounds 5] [--launches 1] [--stacks mpich-ucx,mpich-ofi,openmpi,impi]
+        [--nodes 1,2]
 
 What is compared. uni (osu_bw) and bidi (osu_bibw) at 4 KiB, 64 KiB, 1 MiB and 4 MiB, 2 ranks, window 16 and
 OSU's loop counts (100 timed after 10 skipped up to 8 KiB, 20 after 2 above; OSU's window is 64: 16 keeps a
@@ -17,7 +18,8 @@ launcher is the stack's mpiexec; across two it is the slurm profile's `srun -N 2
 plugin (`movebench.stacks.srun_for`).
 
 One round: for each node count, every stack in an order that rotates from round to round, C and Python in an
-order that alternates. Printed, per node count: each stack's Python figure / mpich-ucx's Python figure and the
+order that alternates; with `--launches K`, each side K times, C and Python in turn, and the side's figure
+in the round is the median of its K launches'. Printed, per node count: each stack's Python figure / mpich-ucx's Python figure and the
 same for C (the median of per-round ratios, min-max), movebench / C for every stack (the target: within 10% at
 64 KiB and above), the medians in GB/s, and the transport both sides' output reported (core/transport.py) with
 any fall-back from the stack's named one. This machine varies 20-50% from run to run: only ratios within a round
@@ -150,7 +152,10 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
-    p.add_argument("--repeats", type=int, default=3, help="measurements per side, point and round")
+    p.add_argument("--repeats", type=int, default=3, help="measurements per side, point and launch")
+    p.add_argument("--launches", type=int, default=1,
+                   help="launches per side, point and round, alternating C and Python; a side's figure in a round "
+                        "is the median of its launches' (a library whose launches are bimodal needs several)")
     p.add_argument("--stacks", default="mpich-ucx,mpich-ofi,openmpi,impi", help=f"the first is the reference "
                    f"(default {REFERENCE})")
     p.add_argument("--nodes", default="1,2", help="node counts: 1 runs on this host, 2 on the namespace cluster")
@@ -200,19 +205,24 @@ def main(argv=None) -> int:
                     order = names[rnd % len(names):] + names[:rnd % len(names)]
                     for i, name in enumerate(order):
                         stack = chosen[name]
-                        for side in (("c", "py") if (rnd + i) % 2 == 0 else ("py", "c")):
-                            for pattern in patterns:
-                                if side == "c":
-                                    figures, info = run_c(stack, pattern, sizes, nodes, a.repeats, launcher, env)
+                        draws: dict[tuple, list[float]] = {}  # a side's figure in each of its launches
+                        for k in range(a.launches):  # C Py C Py ...: a side's launches between the other's
+                            for side in (("c", "py") if (rnd + i + k) % 2 == 0 else ("py", "c")):
+                                for pattern in patterns:
+                                    if side == "c":
+                                        figures, info = run_c(stack, pattern, sizes, nodes, a.repeats, launcher,
+                                                              env)
+                                        for size in sizes:
+                                            draws.setdefault(("c", pattern, size), []).append(figures[size])
+                                        seen.setdefault((nodes, name, "c"), info)
+                                        continue
                                     for size in sizes:
-                                        got[(rnd, nodes, name, "c", pattern, size)] = figures[size]
-                                    seen.setdefault((nodes, name, "c"), info)
-                                    continue
-                                for size in sizes:
-                                    value, info = run_python(stack, pattern, size, nodes, a.repeats, launcher, env,
-                                                             folder)
-                                    got[(rnd, nodes, name, "py", pattern, size)] = value
-                                    seen.setdefault((nodes, name, "py"), info)
+                                        value, info = run_python(stack, pattern, size, nodes, a.repeats, launcher,
+                                                                 env, folder)
+                                        draws.setdefault(("py", pattern, size), []).append(value)
+                                        seen.setdefault((nodes, name, "py"), info)
+                        for (side, pattern, size), values in draws.items():
+                            got[(rnd, nodes, name, side, pattern, size)] = statistics.median(values)
                 loads.append(os.getloadavg()[0])
                 print(f"round {rnd + 1}/{a.rounds} done after {time.monotonic() - t0:.0f} s (load average "
                       f"{loads[-1]:.1f})", file=sys.stderr, flush=True)
@@ -225,7 +235,8 @@ def main(argv=None) -> int:
                 for r in range(a.rounds)]
 
     print(f"\nStacks side by side: shuffle uni/bidi, 2 ranks, window {WINDOW}, OSU's counts, {a.rounds} interleaved "
-          f"rounds, {a.repeats} measurements per side; median of per-round ratios [min-max]")
+          f"rounds, {a.launches} launch(es) of {a.repeats} measurements per side and round; median of per-round "
+          f"ratios [min-max]")
     head = "| nodes | stack | pattern | " + " | ".join(format_size(s) for s in sizes) + " |"
     rule = "|---|---|---|" + "---|" * len(sizes)
     for title, cell in (

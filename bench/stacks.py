@@ -17,11 +17,11 @@ both libraries keep), `--repeats` measurements, under the same launcher and envi
 launcher is the stack's mpiexec; across two it is the slurm profile's `srun -N 2 -n 2` with the stack's PMI
 plugin (`movebench.stacks.srun_for`).
 
-One round: for each node count, every stack in an order that rotates from round to round, C and Python in an
-order that alternates; with `--launches K`, each side K times, C and Python in turn, and the side's figure
-in the round is the median of its K launches'. Printed, per node count: each stack's Python figure / mpich-ucx's Python figure and the
-same for C (the median of per-round ratios, min-max), movebench / C for every stack (the target: within 10% at
-64 KiB and above), the medians in GB/s, and the transport both sides' output reported (core/transport.py) with
+One round: for each node count, every stack in an order that rotates from round to round, C and Python in an order
+that alternates; with `--launches K`, each side K times, C and Python in turn, and the side's figure in the round
+is the median of its K launches'. Printed, per node count: each stack's Python figure / mpich-ucx's Python figure
+and the same for C (the median of per-round ratios, min-max), movebench / C for every stack (the target: within 10%
+at 64 KiB and above), the medians in GB/s, and the transport both sides' output reported (core/transport.py) with
 any fall-back from the stack's named one. This machine varies 20-50% from run to run: only ratios within a round
 are taken.
 """

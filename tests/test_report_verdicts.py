@@ -126,6 +126,19 @@ def test_copiers_are_capped_at_the_nodes_cpus():
     assert reportkit.copiers(4, {}) == 4
 
 
+def test_families_drawn_side_by_side_give_the_contexts_drawn_one_after_another(tmp_path):
+    sections = {
+        "calibration": section("calibration", memcpy(bandwidth=5e9)),
+        "shuffle": section("shuffle", stream("bidi", 10e9) + stream("uni", 2.5e9, seed=3)),
+    }
+    config = campaign(tmp_path)
+    one_by_one = report.family_contexts(config, sections, workers=1)
+    side_by_side = report.family_contexts(config, sections, workers=2)
+    assert set(side_by_side) == {"calibration", "shuffle"}
+    assert "data:image/png" in repr(one_by_one["shuffle"]["figures"]), "the synthetic campaign draws figures"
+    assert repr(side_by_side) == repr(one_by_one)
+
+
 def test_a_point_above_its_bound_gets_a_visible_warning(tmp_path):
     sections = {
         "calibration": section("calibration", memcpy(bandwidth=5e9)),

@@ -284,14 +284,16 @@ def _context(name: str, table: pd.DataFrame, summary: pd.DataFrame, campaign: di
     return families.report(name).context(table, summary, campaign) if not summary.empty else {}
 
 
-def family_contexts(config: dict, sections: dict) -> dict:
+def family_contexts(config: dict, sections: dict, workers: int | None = None) -> dict:
     """Each family's template context: its tables and figures. Drawing the figures is most of the report's time
-    (docs/kernels.md, section 12), so with more than one CPU the families draw in forked processes side by side;
-    a family's context is the same either way."""
+    (docs/kernels.md, section 12), so with more than one CPU the families draw in forked processes side by side
+    (`workers`: at most 4, or the CPUs this process may use); a family's context is the same either way."""
     import os
 
     jobs = {name: (name, s["table"], s["summary"], config["campaign"]) for name, s in sections.items()}
-    workers = min(len(jobs), os.cpu_count() or 1, 4)
+    if workers is None:
+        workers = min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    workers = min(workers, len(jobs))
     if workers < 2:
         return {name: _context(*args) for name, args in jobs.items()}
     import multiprocessing

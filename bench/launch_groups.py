@@ -141,13 +141,12 @@ def main() -> int:
     rows, ratios, reuse_ratios = [], [], []
     for rnd in range(args.rounds):
         row = {"round": rnd}
-        arms = [("A", False, {}), ("B", True, {"ddict_per_group": False} if args.reuse_ddict else {})]
+        # --before: both arms as shipped (grouped), the commits differ, not the config
+        arms = [("A", before is not None, {}), ("B", True, {"ddict_per_group": False} if args.reuse_ddict else {})]
         if args.reuse_ddict:
             arms.append(("C", True, {"ddict_per_group": True}))
         for label, grouped, settings in arms:
             results = out / f"{label}{rnd}"
-            if before is not None:  # both as shipped: the commits differ, not the config
-                grouped = True
             config = (whole_campaign(grouped, results, rnd + 1) if args.family == "campaign"
                       else campaign(args.family, grouped, results, rnd + 1, **settings))
             row[f"wall_{label}"] = run(config, results, before if before is not None and label == "A" else ROOT)

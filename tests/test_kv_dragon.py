@@ -115,6 +115,14 @@ def test_gups_ddicts_numpy_data_round_trips(tmp_path, operation):
     assert sum(s["num_keys"] for s in meta["ddict_stats"]) == 2 * KEYS
 
 
+@pytest.mark.parametrize(("operation", "read"), [("put", "puts"), ("get", "gets")])
+def test_a_value_damaged_in_the_ddict_fails_the_point(tmp_path, operation, read):
+    # one read-back, after the point's last round, speaks for all its rounds: it must see one damaged key
+    proc, recs, _, failure, _ = launch_point(tmp_path, operation, fault="corrupt-value")
+    assert proc.returncode == 1 and recs == [], proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert f"1 keys read back after the {read} differ from the values put" in failure["error"], failure["error"]
+
+
 def test_a_client_that_raises_fails_the_point_and_leaves_nothing(tmp_path):
     proc, recs, _, failure, seconds = launch_point(tmp_path, "get", timeout=90, fault_round=1)
     assert proc.returncode != 0 and recs == []

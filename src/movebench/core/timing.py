@@ -12,7 +12,9 @@ def iterations_for_duration(run, seconds: float) -> int:
     iterations, elapsed = 1, 0.0
     while iterations < 1 << 30:
         elapsed = run(iterations)[0]
-        if elapsed >= seconds / 8:
+        # a run of 1/16 of the target or more sets the count within a few percent; the probe's runs together then
+        # last under a quarter of one repetition (1/8 cost twice that for no better count: docs/kernels.md, 12)
+        if elapsed >= seconds / 16:
             break
         iterations *= 8 if elapsed < seconds / 256 else 2
     return max(1, round(iterations * seconds / max(elapsed, 1e-9)))

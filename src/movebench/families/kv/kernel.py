@@ -74,9 +74,11 @@ that fails leaves no files, and the next one runs:
   `len(d)` once before their first test to open their manager connections; here
   the untimed puts (gets) or the warm-up rounds (puts) do that. (5) It runs one
   round per Dragon job and value size; here `repetitions` rounds run in one job.
-- Verification, never timed: after each round of gets, every client reads each
-  key back and compares it with its value; after the last round of puts, the
-  same. A mismatch makes the records not ok. With `numpy` data every key holds
+- Verification, never timed: after the last round (of gets: while a frozen DDict
+  is still frozen; after every round under an adaptive rule, which does not know
+  its last), every client reads each key back and compares it with its value.
+  Gets leave the DDict as it was, so one read-back checks what all rounds read.
+  A mismatch makes all the point's records not ok. With `numpy` data every key holds
   the same array, so a read-back proves the data intact, not that it is the key's.
 - Repetitions: a count is a schedule the clients know from the start. Under an adaptive rule
   (core.adaptive) the head decides after each round, on the rounds' slowest-client times, and
@@ -199,11 +201,25 @@ def verify(ddict, keys, values) -> int:
     return sum(1 for key, value in zip(keys, values, strict=True) if not same(ddict[key], value))
 
 
+def damage(ddict, key, value) -> None:
+    """Test hook: store `value` with its last byte flipped under `key`, so that the read-back must catch it (not
+    in a frozen DDict, which refuses puts)."""
+    import numpy as np
+
+    if isinstance(value, bytes):
+        ddict[key] = value[:-1] + bytes([value[-1] ^ 0xFF])
+    else:
+        damaged = np.array(value, copy=True)
+        damaged.reshape(-1).view(np.uint8)[-1] ^= 0xFF
+        ddict[key] = damaged
+
+
 def client_main(ddict, client, operation, value_size, count, passes, rounds, barrier, results, fault_round,
-                orders=None, data_format="bytes"):
+                orders=None, data_format="bytes", corrupt=False):
     """A client: untimed set-up, then `rounds` timed rounds, each starting at a barrier with the head.
 
     With `orders` (an adaptive rule; rounds is None) the head says before each round whether there is one.
+    `corrupt` (a test's fault): client 0 stores a damaged value under its first key before its last read-back.
     """
     import itertools
 
@@ -220,10 +236,18 @@ def client_main(ddict, client, operation, value_size, count, passes, rounds, bar
             if rnd == fault_round and client == 0:
                 raise RuntimeError(f"fault injected in client {client}, round {rnd}")
             elapsed = timed_passes(ddict, operation, keys, values, passes)
-            # Gets: the DDict read back every round (a frozen DDict is still frozen here). Puts: once, after
-            # the last round, so that a round's puts are not followed by gets the next round does not time.
-            bad = verify(ddict, keys, values) if operation in GETS else 0
-            results.put(("round", client, {"elapsed_s": elapsed, "ops": count * passes, "mismatches": bad}))
+            # Gets: the DDict read back after the last round, while a frozen one is still frozen (after every round
+            # under an adaptive rule, which does not know its last one ahead). Gets leave what the DDict holds as
+            # it was, so one read-back checks what every round read. Puts: once, after the last round, so that a
+            # round's puts are not followed by gets the next round does not time.
+            check = operation in GETS and (orders is not None or rnd == rounds - 1)
+            if check and corrupt and client == 0:
+                damage(ddict, keys[0], values[0])
+            bad = verify(ddict, keys, values) if check else 0
+            results.put(("round", client, {"elapsed_s": elapsed, "ops": count * passes, "mismatches": bad,
+                                           "verified": check}))
+        if operation in PUTS and corrupt and client == 0:
+            damage(ddict, keys[0], values[0])
         bad = verify(ddict, keys, values) if operation in PUTS else 0
         results.put(("done", client, {"mismatches": bad}))
     except BaseException as exc:
@@ -239,7 +263,7 @@ def client_loop(client, work, barrier, results, orders):
     while (item := work.get()) is not None:
         client_main(item["ddict"], client, item["operation"], item["value_size"], item["count"], item["passes"],
                     item["rounds"], barrier, results, item["fault_round"], orders if item["rounds"] is None else None,
-                    item["data_format"])
+                    item["data_format"], item["corrupt"])
 
 
 class ClientPool:
@@ -461,6 +485,7 @@ def run_head(task, head_start: float, dragon_startup_s: float, ddicts: GroupDDic
         orders = None if policy.fixed else pool.orders
         pool.submit({"ddict": ddict, "operation": operation, "value_size": value_size, "count": keys_per_client,
                      "passes": iterations, "rounds": scheduled, "fault_round": settings.get("fault_round", -1),
+                     "corrupt": settings.get("fault") == "corrupt-value",
                      "data_format": point.get("data_format", "bytes")})
         inbox = Inbox(results, procs)
         placed = inbox.collect("ready")
@@ -496,11 +521,12 @@ def run_head(task, head_start: float, dragon_startup_s: float, ddicts: GroupDDic
                 orders.put("stop")
         for rec in recs:
             rec.update(reps.decision.record_fields())
-        bad = sum(d["mismatches"] for d in inbox.collect("done"))
+        # one read-back speaks for all of the point's rounds (client_main says when it runs)
+        bad = sum(d["mismatches"] for d in inbox.collect("done")) + sum(r["mismatches"] for r in client_rounds)
         if bad:
             for rec in recs:
-                rec.update(ok=False, verified=False, error=f"{bad} keys read back after the puts differ from "
-                           "the values put")
+                rec.update(ok=False, verified=False, error=f"{bad} keys read back after the "
+                           f"{'gets' if operation in GETS else 'puts'} differ from the values put")
         stats = [_stats_row(s) for s in ddict.stats]
         ended = True
     except BaseException as exc:

@@ -160,6 +160,22 @@ def test_bcast_memory_of_a_point_is_its_own_in_a_group(tmp_path):
     assert (meta["group_position"], meta["group_size"]) == (1, 3)
 
 
+@pytest.mark.mpi
+def test_a_bcast_points_memory_does_not_depend_on_its_place_in_the_group(tmp_path):
+    """The same 320 kB point first and third: without the launch's rehearsal (bcast.kernel.rehearse) the first
+    showed ~1.1 MB more RSS high-water mark per receiver, the process's first pass through the code."""
+    point = {"kind": "dense", "method": "buffer", "nodes": 1, "ranks": 2, "shape": "200x200", "dtype": "float64"}
+    other = {**point, "method": "pickle"}
+    tasks = [make_task("bcast", p, {"seed": 2024}, repetitions=3, warmups=1) for p in (point, other, point)]
+    proc, done = run_group(tasks, tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (first, _), _, (third, _) = done
+    payload = first[0]["payload_bytes"]
+    first_delta = max(r["rss_hwm_delta_bytes"] for r in first[1:])
+    third_delta = max(r["rss_hwm_delta_bytes"] for r in third[1:])
+    assert abs(first_delta - third_delta) < 0.5 * payload, (first_delta, third_delta)
+
+
 # --- kv: one Dragon runtime for the group ---
 
 KEYS, PASSES = 20, 2

@@ -84,18 +84,29 @@ def load_task(argv=None) -> Task:
     return Task.from_dict(data)
 
 
-def each_task(argv=None, tasks: list[Task] | None = None):
+def each_task(argv=None, tasks: list[Task] | None = None, rehearse=None):
     """`(task, group_meta)` for each of the launch's tasks (`tasks`, else those the task file names), in order, what
-    a task left released before the next one starts (`release_memory`)."""
+    a task left released before the next one starts (`release_memory`).
+
+    `rehearse(first_task)`, where given, runs before the first task and is released as a task is: what a launch
+    pays once (lazy imports, the heap's first growth, a library's first call) then lands there instead of in
+    whichever point comes first."""
     tasks = load_tasks(argv) if tasks is None else tasks
+    if rehearse is not None:
+        rehearse(tasks[0])
+        _between_tasks()
     for position, task in enumerate(tasks):
         yield task, {"group_position": position, "group_size": len(tasks)}
         if position + 1 < len(tasks):
-            release_memory()
-            # What is left is the launch's own (modules, the communicator, caches): out of later collections, so
-            # that a point's release_memory scans only what points made (a full pass over scipy's and mpi4py's
-            # objects took 7 ms, twice per bcast point).
-            gc.freeze()
+            _between_tasks()
+
+
+def _between_tasks() -> None:
+    release_memory()
+    # What is left is the launch's own (modules, the communicator, caches): out of later collections, so that a
+    # point's release_memory scans only what points made (a full pass over scipy's and mpi4py's objects took 7 ms,
+    # twice per bcast point).
+    gc.freeze()
 
 
 def release_memory() -> None:

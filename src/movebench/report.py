@@ -290,12 +290,15 @@ def family_contexts(config: dict, sections: dict, workers: int | None = None) ->
     (`workers`: at most 4, or the CPUs this process may use); a family's context is the same either way."""
     import os
 
-    jobs = {name: (name, s["table"], s["summary"], config["campaign"]) for name, s in sections.items()}
+    # The largest tables first: their figures take longest to draw, and a long one started last would leave the
+    # other worker idle meanwhile (alphabetical order ran shuffle's last).
+    order = sorted(sections, key=lambda name: -len(sections[name]["table"]))
+    jobs = {name: (name, sections[name]["table"], sections[name]["summary"], config["campaign"]) for name in order}
     if workers is None:
         workers = min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
     workers = min(workers, len(jobs))
     if workers < 2:
-        return {name: _context(*args) for name, args in jobs.items()}
+        return {name: _context(*jobs[name]) for name in sections}
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -306,7 +309,7 @@ def family_contexts(config: dict, sections: dict, workers: int | None = None) ->
     # fork: the workers inherit what this process imported and read; they draw, they do not start threads
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
         futures = {name: pool.submit(_context, *args) for name, args in jobs.items()}
-        return {name: future.result() for name, future in futures.items()}
+        return {name: futures[name].result() for name in sections}
 
 
 def render_html(config: dict, sections: dict, partial: bool = False) -> str:

@@ -233,9 +233,13 @@ def test_a_kv_group_runs_its_points_in_one_dragon_runtime(tmp_path, reuse):
         <= second_meta["kernel_start"] < second_meta["kernel_end"]
     assert first_meta["dragon_launch"] == second_meta["dragon_launch"]  # one launch, one record
     # a DDict per point, or one made for the first and cleared for the second (its keys only in the stats)
-    assert not first_meta["ddict_reused"] and first_meta["ddict_create_s"] > 0 and second_meta["ddict_destroy_s"] > 0
+    # the last point's DDict is left to the runtime's teardown, which leaves nothing for the sweep
+    assert not first_meta["ddict_reused"] and first_meta["ddict_create_s"] > 0
+    assert second_meta["ddict_destroy_s"] is None
+    assert second_meta["dragon_launch"]["killed_pids"] == [] and second_meta["dragon_launch"]["removed_segments"] == []
     assert second_meta["ddict_reused"] is reuse and (second_meta["ddict_create_s"] == 0.0) is reuse
-    assert (first_meta["ddict_destroy_s"] == 0.0) is reuse and (second_meta["ddict_clear_s"] > 0) is reuse
+    assert (first_meta["ddict_destroy_s"] == 0.0) is reuse and (first_meta["ddict_destroy_s"] > 0) is not reuse
+    assert (second_meta["ddict_clear_s"] > 0) is reuse
     assert {r["ddict_clear_s"] for r in second} == {second_meta["ddict_clear_s"]}
     # the clients too, as gups_ddict's Pool: started for the first point, handed the second
     assert not first_meta["clients_reused"] and second_meta["clients_reused"]

@@ -96,7 +96,8 @@ def test_every_operation_round_trips_its_values(tmp_path, operation):
     launch = meta["dragon_launch"]
     assert launch["returncode"] == 0 and launch["killed_pids"] == [] and launch["removed_segments"] == []
     assert 0 < launch["runtime_startup_s"] < launch["wall_s"] and 0 < launch["runtime_teardown_s"] < launch["wall_s"]
-    assert meta["ddict_create_s"] > 0 and meta["ddict_destroy_s"] > 0
+    # the launch's one DDict was left to the runtime's teardown, which ended it: the sweep found nothing (above)
+    assert meta["ddict_create_s"] > 0 and meta["ddict_destroy_s"] is None
     assert meta["packages"]["dragonhpc"]
     # the fingerprint keeps Dragon's tuning knobs, not the descriptors and ids it exports anew every run
     fingerprint = meta["fingerprint"]

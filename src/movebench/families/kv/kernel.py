@@ -20,7 +20,8 @@ that fails leaves no files, and the next one runs:
   DDict is made once and emptied with `clear()` before each later point
   (`ddict_per_group`, default true; false: one DDict per point). Dragon's start-up,
   the DDict's creation or clearing, the clients' start (or hand-over) and the DDict's
-  destruction are timed apart and kept out of every bandwidth.
+  destruction are timed apart and kept out of every bandwidth; the launch's last DDict is
+  left to the runtime's teardown (`ddict_destroy_s` null), which ends it in no extra time.
 - Data (`data_format`, an axis): `bytes` (default): keys are 128-byte `bytes`,
   unique per client; values are `bytes` of `value_size`, distinct per key (the
   key's index is stamped into the value's first 8 bytes). `numpy`: gups_ddict's
@@ -415,8 +416,8 @@ def _client_hosts(nodes: int) -> list[str | None]:
 class GroupDDict:
     """The launch's DDict. Without reuse: one per point, made before it and destroyed after it. With reuse (a
     group's points share managers, nodes and memory): made for the first point, emptied by `clear()` before each
-    later one (timed apart, `ddict_clear_s`), destroyed after the last, or after a point that failed (the next
-    point makes a fresh one rather than trust what a failed point's clients left)."""
+    later one (timed apart, `ddict_clear_s`), destroyed after a point that failed (the next point makes a fresh one
+    rather than trust what a failed point's clients left). Either way the last point's is left to the runtime."""
 
     def __init__(self, reuse: bool):
         self.reuse, self.ddict = reuse, None
@@ -436,9 +437,15 @@ class GroupDDict:
                            persist_path=os.environ.get("MOVEBENCH_SCRATCH", ""))
         return self.ddict, {"ddict_reused": False, "ddict_create_s": time.time() - t0, "ddict_clear_s": 0.0}
 
-    def release(self, keep: bool) -> float:
+    def release(self, keep: bool, last: bool = False) -> float | None:
         """After a point: kept for the next one (reuse, the point ended well, one is to come), else destroyed;
-        the seconds its destruction took (0.0 when kept)."""
+        the seconds its destruction took (0.0 when kept). After the launch's last point (`last`) it is left to the
+        runtime (None): Dragon's teardown, which follows at once, ends the DDict's processes with the rest in no
+        more time, and `destroy()` before it only added its own (docs/kernels.md, section 12); the Dragon
+        launcher's sweep would find anything left behind."""
+        if last:
+            self.ddict = None
+            return None
         if (keep and self.reuse) or self.ddict is None:
             return 0.0
         t0 = time.time()
@@ -538,7 +545,7 @@ def run_head(task, head_start: float, dragon_startup_s: float, ddicts: GroupDDic
     finally:
         if last or not ended:
             pool.close(broken=not ended)
-        timings["ddict_destroy_s"] = ddicts.release(keep=ended and not last)
+        timings["ddict_destroy_s"] = ddicts.release(keep=ended and not last, last=last)
     meta = {**timings, "repetitions": task.repetitions, "clients": client_rounds, "ddict_stats": stats,
             "key_bytes": KEY_BYTES,
             "head_host": socket.gethostname(), "client_placement": placed, "dragon_transport": dragon_transport(task),

@@ -1,6 +1,7 @@
 """The workflow as users type it: plain snakemake with a profile, the config file as the whole campaign."""
 
 import json
+import os
 import re
 import subprocess
 
@@ -115,3 +116,17 @@ def test_the_wrapper_passes_more_snakemake_arguments_through(tmp_path, args, exp
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert expect in proc.stdout + proc.stderr
     assert not (tmp_path / "results" / "raw").exists()  # nothing ran
+
+
+def test_a_reader_that_goes_away_gets_no_traceback():
+    # `python -m movebench plan | head`: the pipe's reader is gone before the writer is done (argparse's --help
+    # would not tell: it drops the error itself)
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        # unbuffered, so that the first line written meets the closed pipe (buffered, it would at exit only)
+        proc = subprocess.run([PYTHON, "-m", "movebench", "plan"], stdout=write, stderr=subprocess.PIPE, text=True,
+                              timeout=60, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    finally:
+        os.close(write)
+    assert proc.returncode == 1 and proc.stderr == ""

@@ -53,8 +53,7 @@ def osu_counts(test: str, size: int) -> tuple[int, int]:
 
 
 def build_osu_ref() -> Path:
-    if not OSU_REF.exists():
-        subprocess.run(["make", "-C", str(ROOT), "osu-ref"], check=True)
+    subprocess.run(["make", "-s", "-C", str(ROOT), "osu-ref"], check=True)  # rebuilds when osu_ref.c changed
     return OSU_REF
 
 
@@ -70,8 +69,9 @@ def kernel_env(thread_level: str | None, extra: dict | None = None) -> dict:
 def run_c(test: str, sizes: list[int], repeats: int, ranks: int = 2, thread_level: str = "multiple",
           pages: str = "4k", env: dict | None = None) -> dict[int, list[float]]:
     """osu_ref's figures per size: MB/s (bw, bibw) or average latency in us (bcast), `repeats` each."""
+    # -u 1: one uncounted measurement per size, as the shuffle points' one warm-up repetition
     cmd = [MPIEXEC, "-n", str(ranks), str(build_osu_ref()), test, "-m", ",".join(map(str, sizes)),
-           "-w", str(WINDOW), "-r", str(repeats), "-t", thread_level, "-p", pages]
+           "-w", str(WINDOW), "-r", str(repeats), "-u", "1", "-t", thread_level, "-p", pages]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env or os.environ.copy(),
                          timeout=600).stdout
     figures: dict[int, list[float]] = {}

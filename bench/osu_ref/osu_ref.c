@@ -21,7 +21,9 @@
  * Buffers are page-aligned (posix_memalign, as OSU's allocate_memory) and written once before any
  * timed loop (OSU's touch_data / set_buffer). Unlike OSU, which sweeps powers of two from 1 byte,
  * the sizes are given (-m), and each size may be measured `-r` times in a row, one line each, so
- * that a comparison takes the same statistic of both sides. -t picks the thread level asked of
+ * that a comparison takes the same statistic of both sides; -u first runs that many measurements of each
+ * size that are not printed, as movebench's warm-up repetitions are not counted (without them the first
+ * size's first measurement in a launch also pays for connecting the ranks). -t picks the thread level asked of
  * MPI_Init_thread; -p 2m aligns buffers to 2 MiB and asks for transparent huge pages (madvise).
  *
  * Output, one line per measurement: "<test> <size> <value> [<min> <max>]" (bw, bibw: MB/s, 1e6;
@@ -99,7 +101,7 @@ double osu_ref_bcast(size_t size, int loop, int skip, char *buf) {
 
 #ifndef OSU_REF_LIBRARY
 static void usage(void) {
-    fprintf(stderr, "usage: osu_ref bw|bibw|bcast -m SIZE[,SIZE...] [-w WINDOW] [-r REPEATS] [-i LOOP] "
+    fprintf(stderr, "usage: osu_ref bw|bibw|bcast -m SIZE[,SIZE...] [-w WINDOW] [-r REPEATS] [-u WARMUPS] [-i LOOP] "
                     "[-s SKIP] [-t single|funneled|serialized|multiple] [-p 4k|2m]\n");
 }
 
@@ -132,11 +134,12 @@ int main(int argc, char **argv) {
         return 2;
     }
     size_t sizes[64];
-    int nsizes = 0, window = 64, repeats = 1, loop_arg = 0, skip_arg = -1, huge = 0, required = MPI_THREAD_SINGLE;
+    int nsizes = 0, window = 64, repeats = 1, warmups = 0, loop_arg = 0, skip_arg = -1, huge = 0;
+    int required = MPI_THREAD_SINGLE;
     const char *level_name = "single";
     int opt;
     optind = 2;
-    while ((opt = getopt(argc, argv, "m:w:r:i:s:t:p:")) != -1) {
+    while ((opt = getopt(argc, argv, "m:w:r:u:i:s:t:p:")) != -1) {
         switch (opt) {
         case 'm':
             for (char *tok = strtok(optarg, ","); tok && nsizes < 64; tok = strtok(NULL, ","))
@@ -144,6 +147,7 @@ int main(int argc, char **argv) {
             break;
         case 'w': window = atoi(optarg); break;
         case 'r': repeats = atoi(optarg); break;
+        case 'u': warmups = atoi(optarg); break;
         case 'i': loop_arg = atoi(optarg); break;
         case 's': skip_arg = atoi(optarg); break;
         case 't':
@@ -158,7 +162,7 @@ int main(int argc, char **argv) {
         default: usage(); return 2;
         }
     }
-    if (nsizes == 0 || window < 1 || window > MAX_WINDOW || repeats < 1) {
+    if (nsizes == 0 || window < 1 || window > MAX_WINDOW || repeats < 1 || warmups < 0) {
         usage();
         return 2;
     }
@@ -184,18 +188,18 @@ int main(int argc, char **argv) {
         counts(bcast, sizes[k], &loop, &skip);
         if (loop_arg > 0) loop = loop_arg;
         if (skip_arg >= 0) skip = skip_arg;
-        for (int rep = 0; rep < repeats; rep++) {
+        for (int rep = -warmups; rep < repeats; rep++) {
             MPI_Barrier(MPI_COMM_WORLD);
             if (bcast) {
                 double lat = osu_ref_bcast(sizes[k], loop, skip, s), sum, lo, hi;
                 MPI_Reduce(&lat, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
                 MPI_Reduce(&lat, &lo, 1, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
                 MPI_Reduce(&lat, &hi, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-                if (rank == 0) printf("bcast %zu %.4f %.4f %.4f\n", sizes[k], sum / nranks, lo, hi);
+                if (rank == 0 && rep >= 0) printf("bcast %zu %.4f %.4f %.4f\n", sizes[k], sum / nranks, lo, hi);
             } else {
                 double mbs = bw ? osu_ref_bw(rank, sizes[k], window, loop, skip, s, r)
                                 : osu_ref_bibw(rank, sizes[k], window, loop, skip, s, r);
-                if (rank == 0) printf("%s %zu %.4f\n", test, sizes[k], mbs);
+                if (rank == 0 && rep >= 0) printf("%s %zu %.4f\n", test, sizes[k], mbs);
             }
             fflush(stdout);
         }

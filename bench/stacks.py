@@ -13,8 +13,8 @@ pages. The Python side is the shuffle family's kernel started as a campaign's po
 (`movebench.launch.run_kernel`: the stack's Python, launcher, variables and transport probe), 1 warm-up and
 `--repeats` counted repetitions; the C side is osu_ref built with the stack's own `mpicc` (Intel MPI's runtime
 wheel has none: osu_ref is compiled against MPICH's mpi.h and linked to Intel MPI's libmpi.so.12, the MPICH ABI
-both libraries keep), 1 uncounted (`-u 1`) and `--repeats` counted measurements of each size, under the same
-launcher and environment. Within one node the launcher is the stack's mpiexec; across two it is the slurm
+both libraries keep), 1 uncounted (`-u 1`) and `--repeats` counted measurements, one size a launch as the point,
+under the same launcher and environment. Within one node the launcher is the stack's mpiexec; across two it is the slurm
 profile's `srun -N 2 -n 2` with the stack's PMI plugin (`movebench.stacks.srun_for`).
 
 Two comparisons of movebench with C. `launches` (the whole path): the C program and the movebench point in
@@ -71,35 +71,19 @@ def osu_counts(size: int) -> tuple[int, int]:
     return (20, 2) if size > 8192 else (100, 10)
 
 
-def build_c(stack: dict) -> Path:
-    """osu_ref built against the stack's MPI library (once per wheel)."""
+def build_c(stack: dict, shared: bool = False) -> Path:
+    """osu_ref built against the stack's MPI library (once per wheel): the program, or with `shared` the library
+    of its loops (-DOSU_REF_LIBRARY, no main) that `loops` calls through ctypes."""
     folder = Path(stacks.python_of(stack)).parents[1]
-    out = BUILD / folder.name / "osu_ref"
+    out = BUILD / folder.name / ("libosu_ref.so" if shared else "osu_ref")
     if out.exists() and out.stat().st_mtime >= OSU_REF_C.stat().st_mtime:
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
+    flags = ["-O2", "-Wall", *(["-fPIC", "-shared", "-DOSU_REF_LIBRARY"] if shared else []), "-o", str(out),
+             str(OSU_REF_C)]
     if stacks.library_of(stack) == "impi":
         header = Path(sys.prefix) / "include"  # the campaign's MPICH: the header of the ABI Intel MPI keeps
-        cmd = ["cc", "-O2", "-Wall", f"-I{header}", "-o", str(out), str(OSU_REF_C), f"-L{folder / 'lib'}",
-               f"-Wl,-rpath,{folder / 'lib'}", "-lmpi"]
-    else:
-        cmd = [str(folder / "bin" / "mpicc"), "-O2", "-Wall", "-o", str(out), str(OSU_REF_C)]
-    subprocess.run(cmd, check=True)
-    return out
-
-
-def build_c_library(stack: dict) -> Path:
-    """osu_ref.c as a shared library (-DOSU_REF_LIBRARY: its loops without main), built against the stack's MPI
-    library as build_c builds the program."""
-    folder = Path(stacks.python_of(stack)).parents[1]
-    out = BUILD / folder.name / "libosu_ref.so"
-    if out.exists() and out.stat().st_mtime >= OSU_REF_C.stat().st_mtime:
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    flags = ["-O2", "-Wall", "-fPIC", "-shared", "-DOSU_REF_LIBRARY", "-o", str(out), str(OSU_REF_C)]
-    if stacks.library_of(stack) == "impi":
-        cmd = ["cc", f"-I{Path(sys.prefix) / 'include'}", *flags, f"-L{folder / 'lib'}",
-               f"-Wl,-rpath,{folder / 'lib'}", "-lmpi"]
+        cmd = ["cc", f"-I{header}", *flags, f"-L{folder / 'lib'}", f"-Wl,-rpath,{folder / 'lib'}", "-lmpi"]
     else:
         cmd = [str(folder / "bin" / "mpicc"), *flags]
     subprocess.run(cmd, check=True)
@@ -158,7 +142,7 @@ def run_loops(stack, pattern, sizes, nodes, launcher, env, pair_seconds) -> tupl
     task = task_of(stack, pattern, sizes[0], nodes, 1)
     python = stacks.python_of(stack)
     argv = mpi.command(task, [python], launcher)[:-1]
-    argv += [python, str(Path(__file__).resolve()), "--loops-worker", str(build_c_library(stack)), pattern,
+    argv += [python, str(Path(__file__).resolve()), "--loops-worker", str(build_c(stack, shared=True)), pattern,
              ",".join(map(str, sizes)), str(pair_seconds)]
     env = launchers.runtime(task).environment(task, env)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")]))
@@ -194,12 +178,14 @@ def run_python(stack, pattern, size, nodes, repeats, launcher, env, folder) -> t
         "library": meta.get("mpi_library_version") or meta.get("mpi", {}).get("library_version")}
 
 
-def run_c(stack, pattern, sizes, nodes, repeats, launcher, env) -> tuple[dict[int, float], dict]:
-    """(size -> median bandwidth B/s of osu_ref's `repeats` measurements, the transport its output reported)."""
-    task = task_of(stack, pattern, sizes[0], nodes, repeats)
+def run_c(stack, pattern, size, nodes, repeats, launcher, env) -> tuple[float, dict]:
+    """(median bandwidth B/s of osu_ref's `repeats` measurements, the transport its output reported). One size a
+    launch, as a point: across the link a size measured after another in the same launch can run at twice the
+    speed of a fresh launch (docs/stacks.md, "Launch against launch, loop against loop")."""
+    task = task_of(stack, pattern, size, nodes, repeats)
     runtime = launchers.runtime(task)
     argv = mpi.command(task, [stacks.python_of(stack)], launcher)[:-1]
-    argv += [str(build_c(stack)), C_TEST[pattern], "-m", ",".join(map(str, sizes)), "-w", str(WINDOW),
+    argv += [str(build_c(stack)), C_TEST[pattern], "-m", str(size), "-w", str(WINDOW),
              "-r", str(repeats), "-u", "1", "-t", "multiple", "-p", "4k"]
     env = runtime.environment(task, env)
     if stacks.library_of(stack) == "impi":
@@ -212,15 +198,15 @@ def run_c(stack, pattern, sizes, nodes, repeats, launcher, env) -> tuple[dict[in
     if proc.returncode != 0:
         raise SystemExit(f"C {stack['name']} {pattern} on {nodes} node(s) failed ({proc.returncode}): {argv}\n"
                          f"{proc.stderr[-2500:]}")
-    figures: dict[int, list[float]] = {}
+    figures = []
     log = TransportLog()
     for line in (proc.stdout + proc.stderr).splitlines():
         log.feed(line)
         parts = line.split()
         if parts and parts[0] == C_TEST[pattern]:
-            figures.setdefault(int(parts[1]), []).append(float(parts[2]) * 1e6)
+            figures.append(float(parts[2]) * 1e6)
     summary = log.summary()
-    return ({s: statistics.median(v) for s, v in figures.items()},
+    return (statistics.median(figures),
             {"transport": summary, "fell_back": check(stacks.named_env(stack, task.point), summary)["fell_back"]})
 
 
@@ -290,7 +276,7 @@ def main(argv=None) -> int:
     for stack in chosen.values():
         build_c(stack)
         if "loops" in comparisons:
-            build_c_library(stack)
+            build_c(stack, shared=True)
 
     cluster = started = None
     if any(n > 1 for n in node_counts):
@@ -332,18 +318,15 @@ def main(argv=None) -> int:
                         for k in range(a.launches):  # C Py C Py ...: a side's launches between the other's
                             for side in (("c", "py") if (rnd + i + k) % 2 == 0 else ("py", "c")):
                                 for pattern in patterns:
-                                    if side == "c":
-                                        figures, info = run_c(stack, pattern, sizes, nodes, a.repeats, launcher,
-                                                              env)
-                                        for size in sizes:
-                                            draws.setdefault(("c", pattern, size), []).append(figures[size])
-                                        seen.setdefault((nodes, name, "c"), info)
-                                        continue
                                     for size in sizes:
-                                        value, info = run_python(stack, pattern, size, nodes, a.repeats, launcher,
-                                                                 env, folder)
-                                        draws.setdefault(("py", pattern, size), []).append(value)
-                                        seen.setdefault((nodes, name, "py"), info)
+                                        if side == "c":
+                                            value, info = run_c(stack, pattern, size, nodes, a.repeats, launcher,
+                                                                env)
+                                        else:
+                                            value, info = run_python(stack, pattern, size, nodes, a.repeats,
+                                                                     launcher, env, folder)
+                                        draws.setdefault((side, pattern, size), []).append(value)
+                                        seen.setdefault((nodes, name, side), info)
                         for (side, pattern, size), values in draws.items():
                             got[(rnd, nodes, name, side, pattern, size)] = statistics.median(values)
                 loads.append(os.getloadavg()[0])

@@ -14,8 +14,8 @@ pages. The Python side is the shuffle family's kernel started as a campaign's po
 `--repeats` counted repetitions; the C side is osu_ref built with the stack's own `mpicc` (Intel MPI's runtime
 wheel has none: osu_ref is compiled against MPICH's mpi.h and linked to Intel MPI's libmpi.so.12, the MPICH ABI
 both libraries keep), 1 uncounted (`-u 1`) and `--repeats` counted measurements, one size a launch as the point,
-under the same launcher and environment. Within one node the launcher is the stack's mpiexec; across two it is the slurm
-profile's `srun -N 2 -n 2` with the stack's PMI plugin (`movebench.stacks.srun_for`).
+under the same launcher and environment. Within one node the launcher is the stack's mpiexec; across two it is
+the slurm profile's `srun -N 2 -n 2` with the stack's PMI plugin (`movebench.stacks.srun_for`).
 
 Two comparisons of movebench with C. `launches` (the whole path): the C program and the movebench point in
 launches of their own. `loops` (the timed region): one launch of the stack, under the same launcher and

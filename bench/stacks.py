@@ -156,8 +156,9 @@ def run_loops(stack, pattern, sizes, nodes, launcher, env, pair_seconds) -> tupl
             {size: len(c) for size, (c, py) in found.items()})
 
 
-def task_of(stack: dict, pattern: str, size: int, nodes: int, repeats: int):
+def task_of(stack: dict, pattern: str, size: int, nodes: int, repeats: int, scale: int = 1):
     iterations, skip = osu_counts(size)
+    iterations *= scale
     point = {"pattern": pattern, "nodes": nodes, "ranks": 2, "message_size": size, "window": WINDOW,
              "mpi_thread_level": "multiple", "memory_mode": "4k"}
     task = families.load("shuffle").task(point, {"iterations": iterations, "skip": skip, "repetition_time": 0.25},
@@ -166,9 +167,9 @@ def task_of(stack: dict, pattern: str, size: int, nodes: int, repeats: int):
     return task
 
 
-def run_python(stack, pattern, size, nodes, repeats, launcher, env, folder) -> tuple[float, dict]:
+def run_python(stack, pattern, size, nodes, repeats, launcher, env, folder, scale=1) -> tuple[float, dict]:
     """(median bandwidth B/s over the counted repetitions, the meta's transport and its check)."""
-    task = task_of(stack, pattern, size, nodes, repeats)
+    task = task_of(stack, pattern, size, nodes, repeats, scale)
     proc, recs, meta = launch.run_kernel(task, folder, launcher, timeout=300, env=env)
     if proc.returncode != 0 or not recs or not all(r["ok"] for r in recs):
         raise SystemExit(f"{stack['name']} {pattern} {size} B on {nodes} node(s) failed ({proc.returncode}):\n"
@@ -178,15 +179,15 @@ def run_python(stack, pattern, size, nodes, repeats, launcher, env, folder) -> t
         "library": meta.get("mpi_library_version") or meta.get("mpi", {}).get("library_version")}
 
 
-def run_c(stack, pattern, size, nodes, repeats, launcher, env) -> tuple[float, dict]:
+def run_c(stack, pattern, size, nodes, repeats, launcher, env, scale=1) -> tuple[float, dict]:
     """(median bandwidth B/s of osu_ref's `repeats` measurements, the transport its output reported). One size a
     launch, as a point: across the link a size measured after another in the same launch can run at twice the
     speed of a fresh launch (docs/stacks.md, "Launch against launch, loop against loop")."""
-    task = task_of(stack, pattern, size, nodes, repeats)
+    task = task_of(stack, pattern, size, nodes, repeats, scale)
     runtime = launchers.runtime(task)
     argv = mpi.command(task, [stacks.python_of(stack)], launcher)[:-1]
     argv += [str(build_c(stack)), C_TEST[pattern], "-m", str(size), "-w", str(WINDOW),
-             "-r", str(repeats), "-u", "1", "-t", "multiple", "-p", "4k"]
+             "-i", str(task.settings["iterations"]), "-r", str(repeats), "-u", "1", "-t", "multiple", "-p", "4k"]
     env = runtime.environment(task, env)
     if stacks.library_of(stack) == "impi":
         # what mpi4py does for the Python ranks when it loads Intel MPI (mpi4py/_mpiabi.py): the wheel's libfabric
@@ -248,6 +249,8 @@ def main(argv=None) -> int:
                         "timed loops in turn in one launch")
     p.add_argument("--pair-seconds", type=float, default=0.5,
                    help="loops: a side's measured seconds per size and launch that set the number of pairs (5-101)")
+    p.add_argument("--iteration-scale", type=int, default=1,
+                   help="launches: both sides time this many times OSU's iterations per repetition")
     p.add_argument("--json", help="write every round's figures here")
     p.add_argument("--loops-worker", nargs=4, metavar=("LIBRARY", "PATTERN", "SIZES", "PAIR_SECONDS"),
                    help=argparse.SUPPRESS)
@@ -321,10 +324,10 @@ def main(argv=None) -> int:
                                     for size in sizes:
                                         if side == "c":
                                             value, info = run_c(stack, pattern, size, nodes, a.repeats, launcher,
-                                                                env)
+                                                                env, a.iteration_scale)
                                         else:
                                             value, info = run_python(stack, pattern, size, nodes, a.repeats,
-                                                                     launcher, env, folder)
+                                                                     launcher, env, folder, a.iteration_scale)
                                         draws.setdefault((side, pattern, size), []).append(value)
                                         seen.setdefault((nodes, name, side), info)
                         for (side, pattern, size), values in draws.items():

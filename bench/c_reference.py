@@ -152,7 +152,10 @@ def main(argv=None) -> int:
             steps = ("c", "py") if rnd % 2 == 0 else ("py", "c")
             for step in steps:
                 if step == "c":
-                    figures = run_c(ctest, sizes, args.repeats, thread_level=args.thread_level, env=env)
+                    # one size a launch, as a point: a size after another in one launch can run at another speed
+                    # (docs/stacks.md, "Launch against launch, loop against loop")
+                    figures = {size: run_c(ctest, [size], args.repeats, thread_level=args.thread_level,
+                                           env=env)[size] for size in sizes}
                     for size in sizes:
                         value = statistics.median(figures[size])
                         if ctest == "bcast":

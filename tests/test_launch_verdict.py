@@ -10,7 +10,7 @@ from movebench.core.verdict import (
     MIN_REPETITIONS,
     compare_launches,
     compare_samples,
-    pooled_launch_variance,
+    launch_variance_prior,
     run_level_variance,
     verdict,
 )
@@ -33,9 +33,9 @@ def flagged(rng, families, launches, ratio=1.0, sds=None):
     judged = changed = 0
     for _ in range(families):
         points = family(rng, launches, ratio, sds() if sds else None)
-        pooled = pooled_launch_variance(points)
+        prior = launch_variance_prior(points)
         for base, new in points:
-            result = compare_launches(base, new, pooled=pooled)
+            result = compare_launches(base, new, prior=prior)
             assert result.unit == "launches" and result.launches_base == launches
             judged += 1
             changed += verdict(result, "lower") in ("regressed", "improved")
@@ -65,8 +65,8 @@ def test_a_2x_change_is_found_with_3_launches_a_side():
 def test_mdc_is_the_change_found_80_percent_of_the_time():
     rng = np.random.default_rng(4)
     points = family(rng, 3)
-    pooled = pooled_launch_variance(points)
-    result = compare_launches(*points[0], pooled=pooled)
+    prior = launch_variance_prior(points)
+    result = compare_launches(*points[0], prior=prior)
     assert result.mdc > 0 and 0 < result.mdc_double < result.mdc
     own = compare_launches(*points[0])  # Welch on 4 df: far less resolution
     assert own.mdc > result.mdc
@@ -152,11 +152,11 @@ def test_aa_rate_with_run_effects_holds_only_with_the_runs_variance():
     for _ in range(60):
         calibration = run_level_variance(runs_of(rng, 2, 3))
         pair = runs_of(rng, 2, 3)
-        pooled = pooled_launch_variance([tuple(p) for p in pair])
+        prior = launch_variance_prior([tuple(p) for p in pair])
         for base, new in pair:
             judged += 1
-            plain += verdict(compare_launches(base, new, pooled=pooled), "lower") in ("regressed", "improved")
-            result = compare_launches(base, new, pooled=pooled, run_level=calibration[:2])
+            plain += verdict(compare_launches(base, new, prior=prior), "lower") in ("regressed", "improved")
+            result = compare_launches(base, new, prior=prior, run_level=calibration[:2])
             with_runs += verdict(result, "lower") in ("regressed", "improved")
     print(f"A/A with a 15% run effect, 3 launches: {plain / judged:.4f} plain, {with_runs / judged:.4f} with the "
           f"runs' variance, of {judged}")
@@ -171,3 +171,66 @@ def test_more_launches_cannot_resolve_below_the_run_effect():
     assert run.mdc > without.mdc and run.mdc_double > without.mdc_double
     assert run.mdc_double > math.exp(2.0 * math.sqrt(2) * SD_RUN) - 1  # twice the launches: the floor stays
     assert compare_launches(base, new, run_level=(0.0, 40)) == without
+
+
+# --- each point's variance its own: 5% and 90% launch spreads in one family ---
+
+def mixed_family(rng, launches, ratio=1.0):
+    """Half the points at 5% launch spread, half at 90%, in one family."""
+    return family(rng, launches, ratio, sds=[0.05] * (POINTS // 2) + [0.9] * (POINTS - POINTS // 2))
+
+
+def test_prior_keeps_coverage_and_the_aa_rate_on_a_mixed_family():
+    rng = np.random.default_rng(40)
+    covered = changed = judged = 0
+    by_spread = {0.05: [0, 0], 0.9: [0, 0]}
+    for _ in range(150):
+        points = mixed_family(rng, 3)
+        prior = launch_variance_prior(points)
+        for i, (base, new) in enumerate(points):
+            result = compare_launches(base, new, prior=prior)
+            judged += 1
+            inside = result.ci_low <= 1.0 <= result.ci_high
+            covered += inside
+            by_spread[0.05 if i < POINTS // 2 else 0.9][0] += inside
+            by_spread[0.05 if i < POINTS // 2 else 0.9][1] += 1
+            changed += verdict(result, "lower") in ("regressed", "improved")
+    shares = {sd: round(c / n, 3) for sd, (c, n) in by_spread.items()}
+    print(f"mixed family, 3 launches: coverage {covered / judged:.3f} (by spread {shares}), "
+          f"A/A {changed / judged:.4f} of {judged}")
+    assert covered / judged >= 0.93 and min(shares.values()) >= 0.93
+    assert changed / judged <= 0.02
+
+
+def test_a_points_detectable_change_follows_its_own_noise():
+    rng = np.random.default_rng(41)
+    points = mixed_family(rng, 3)
+    prior = launch_variance_prior(points)
+    quiet = [compare_launches(b, n, prior=prior).mdc for b, n in points[:POINTS // 2]]
+    noisy = [compare_launches(b, n, prior=prior).mdc for b, n in points[POINTS // 2:]]
+    # the family's noisy half no longer sets the quiet half's resolution
+    assert np.median(quiet) < 0.35 < 2.0 < np.median(noisy)
+    alone = launch_variance_prior(family(rng, 3, sds=[0.05] * POINTS))
+    assert alone.df > prior.df  # points alike: each borrows more of the family's df
+
+
+def test_prior_recovers_the_spread_of_a_family_alike():
+    rng = np.random.default_rng(42)
+    prior = launch_variance_prior(family(rng, 4, sds=[0.2] * 40))
+    # a launch median's variance: 0.2^2 plus the within-launch noise of a median of 6 (~ 0.05^2 * pi / 12)
+    assert prior.variance == pytest.approx(0.2**2 + 0.05**2 * math.pi / 12, rel=0.3)
+    assert prior.df >= 40  # alike: a large d0 (capped at what the family holds: 40 points x 6 df)
+    assert launch_variance_prior(family(rng, 3)[:2]) is None
+
+
+def test_a_2x_change_is_found_on_the_quiet_points_of_a_mixed_family():
+    rng = np.random.default_rng(43)
+    found = judged = 0
+    for _ in range(50):
+        points = mixed_family(rng, 3, ratio=2.0)
+        prior = launch_variance_prior(points)
+        for base, new in points[:POINTS // 2]:
+            judged += 1
+            found += verdict(compare_launches(base, new, prior=prior), "lower") == "regressed"
+    print(f"2x on the 5% points of a mixed family: {found / judged:.3f}")
+    assert found / judged >= 0.95

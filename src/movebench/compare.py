@@ -28,7 +28,7 @@ from movebench.core.verdict import (
     MIN_REPETITIONS,
     compare_launches,
     compare_samples,
-    pooled_launch_variance,
+    launch_variance_prior,
     run_level_variance,
     verdict,
 )
@@ -408,10 +408,10 @@ def _launch_values(group: pd.DataFrame | None, measure: str) -> list[list[float]
     return [v for v in lists if v]
 
 
-def _judge(base: list[list[float]], new: list[list[float]], pooled, run_level=None) -> object:
+def _judge(base: list[list[float]], new: list[list[float]], prior, run_level=None) -> object:
     """compare_launches when both sides have 2 launches or more, else today's comparison of the repetitions."""
     if len(base) >= 2 and len(new) >= 2:
-        return compare_launches(base, new, pooled=pooled, run_level=run_level)
+        return compare_launches(base, new, prior=prior, run_level=run_level)
     result = compare_samples([v for launch in base for v in launch], [v for launch in new for v in launch])
     return replace(result, launches_base=len(base), launches_new=len(new))
 
@@ -528,7 +528,7 @@ def compare(base, new, thresholds: dict | None = None, allow_different: bool = F
             elif (not comparable and not allow_different) or different_work:
                 outcome = NOT_COMPARABLE
             else:
-                outcome = None  # judged below, once the family's launch spread is pooled
+                outcome = None  # judged below, once the family's launch variances give their prior
             pending.append((bl, nl, outcome, {
                 "family": family, "variant": variant, "point": point, "measure": measure, "better": better,
                 "threshold": threshold, "comparable": comparable, "differs": ", ".join(differs),
@@ -536,16 +536,16 @@ def compare(base, new, thresholds: dict | None = None, allow_different: bool = F
                 "note": "; ".join(failed_notes + ([work_note] if different_work else [])),
                 "point_new": new_point or point,
             }))
-    # the between-launch variance of a log launch median, pooled over the family's points of each measure that
-    # have 2 launches or more on both sides (core.verdict.compare_launches)
+    # the prior of a point's launch variance, from the family's points of each measure that have 2 launches or
+    # more on both sides (core.verdict.launch_variance_prior)
     spread = {}
     for bl, nl, _, row in pending:
         if len(bl) >= 2 and len(nl) >= 2:
             spread.setdefault((row["family"], row["measure"]), []).append((bl, nl))
-    pooled = {key: pooled_launch_variance(points) for key, points in spread.items()}
+    priors = {key: launch_variance_prior(points) for key, points in spread.items()}
     for bl, nl, outcome, row in pending:
         run = (run_variance or {}).get(f"{row['family']}.{row['measure']}")
-        result = _judge(bl, nl, pooled.get((row["family"], row["measure"])),
+        result = _judge(bl, nl, priors.get((row["family"], row["measure"])),
                         None if run is None else (run.variance, run.df))
         if outcome is None:
             outcome = verdict(result, row["better"], row["threshold"])

@@ -219,3 +219,53 @@ def launch_summary(launches, confidence: float = 0.95) -> dict:
                ci_exact=True, ci_level="launches", between_share=share, sd_between_log=sd_between,
                sd_within_log=sd_within, rerun_low=float(rerun_low), rerun_high=float(rerun_high))
     return out
+
+
+# --- the polygamma functions the variance prior needs (no scipy in core) ---
+
+def digamma(x: float) -> float:
+    """psi(x) for x > 0: the recurrence up to x >= 10, then the asymptotic series (error < 1e-12)."""
+    result = 0.0
+    while x < 10:
+        result -= 1 / x
+        x += 1
+    inv2 = 1 / (x * x)
+    return result + math.log(x) - 0.5 / x - inv2 * (1 / 12 - inv2 * (1 / 120 - inv2 * (1 / 252 - inv2 / 240)))
+
+
+def trigamma(x: float) -> float:
+    """psi'(x) for x > 0, as `digamma`."""
+    result = 0.0
+    while x < 10:
+        result += 1 / (x * x)
+        x += 1
+    inv = 1 / x
+    inv2 = inv * inv
+    return result + inv + inv2 / 2 + inv * inv2 * (1 / 6 - inv2 * (1 / 30 - inv2 * (1 / 42 - inv2 / 30)))
+
+
+def trigamma_inverse(y: float) -> float:
+    """x such that trigamma(x) = y > 0 (Newton's iteration on 1 / trigamma, as limma's trigammaInverse)."""
+    if y > 1e7:
+        return 1 / math.sqrt(y)
+    if y < 1e-6:
+        return 1 / y
+    x = 0.5 + 1 / y
+    for _ in range(50):
+        tri = trigamma(x)
+        # d(1/trigamma)/dx = -psi''/psi'^2; psi''(x) ~ from the difference of trigamma, exact enough for Newton
+        step = tri * (1 - tri / y) / _tetragamma(x)
+        x += step
+        if -step / x < 1e-10:
+            break
+    return x
+
+
+def _tetragamma(x: float) -> float:
+    result = 0.0
+    while x < 10:
+        result -= 2 / x**3
+        x += 1
+    inv = 1 / x
+    inv2 = inv * inv
+    return result - inv2 - inv * inv2 - inv2 * inv2 / 2 + inv2 * inv2 * inv2 / 6 - inv2**4 / 6

@@ -235,18 +235,59 @@ def launch_centres(launches) -> tuple[np.ndarray, bool]:
     return (np.log(medians) if positive and medians.size else medians), positive
 
 
-def pooled_launch_variance(points) -> tuple[float, int] | None:
-    """(variance of one launch's log median, degrees of freedom) pooled over `points`, an iterable of
-    (base launches, new launches) of one family's measure: every side with >= 2 launches and positive values
-    adds its squared deviations from its own mean and L - 1 degrees of freedom. None when no side has 2."""
+@dataclass(frozen=True)
+class VariancePrior:
+    """What a family's points of one measure say about any one point's launch variance (log launch medians):
+    a scaled inverse chi-square with `variance` s0^2 and `df` d0, fitted over `points` points."""
+
+    variance: float
+    df: float
+    points: int
+
+
+def _own_variance(sides) -> tuple[float, int] | None:
+    """(variance of one log launch median, df) of one point: its sides' squared deviations from their own means
+    over sum(L - 1); None when no side has 2 launches or a value is <= 0."""
     squares, df = 0.0, 0
-    for sides in points:
-        for side in sides:
-            centres, positive = launch_centres(side)
-            if positive and centres.size >= 2:
-                squares += float(((centres - centres.mean()) ** 2).sum())
-                df += centres.size - 1
+    for side in sides:
+        centres, positive = launch_centres(side)
+        if not positive:
+            return None
+        if centres.size >= 2:
+            squares += float(((centres - centres.mean()) ** 2).sum())
+            df += centres.size - 1
     return (squares / df, df) if df else None
+
+
+def launch_variance_prior(points) -> VariancePrior | None:
+    """The empirical-Bayes prior of one family-measure's launch variances (Smyth, "Linear models and empirical
+    Bayes methods for assessing differential expression in microarray experiments", Stat. Appl. Genet. Mol.
+    Biol. 3(1), 2004, section 6.2): `points` is an iterable of (base launches, new launches).
+
+    log s_i^2 of d_i df is log sigma_i^2 + log chi^2_d / d; the method of moments on those logs gives the
+    prior's d0 from the spread left after the chi-square's own (trigamma(d_i / 2)) and s0^2 from their mean.
+    Points alike in spread get a large d0 (each borrows the family's df); a family of 5% and 90% points gets a
+    small one, so each keeps its own variance and only a little of the family's df. d0 never exceeds the df
+    the family's points hold together. None with fewer than 3 points of positive variance."""
+    from movebench.core.stats import digamma, trigamma, trigamma_inverse
+
+    own = [v for v in (_own_variance(sides) for sides in points) if v is not None and v[0] > 0]
+    if len(own) < 3:
+        return None
+    z = np.array([math.log(s2) - digamma(d / 2) + math.log(d / 2) for s2, d in own])
+    mean = float(z.mean())
+    spread = float(z.var(ddof=1)) - float(np.mean([trigamma(d / 2) for _, d in own]))
+    total_df = float(sum(d for _, d in own))
+    d0 = 2 * trigamma_inverse(spread) if spread > 0 else math.inf
+    d0 = min(d0, total_df)
+    return VariancePrior(math.exp(mean + digamma(d0 / 2) - math.log(d0 / 2)), d0, len(own))
+
+
+def moderated_variance(own: float, df: int, prior: VariancePrior | None) -> tuple[float, float]:
+    """The point's launch variance shrunk toward the prior, weighted by df, and its df (d0 + d)."""
+    if prior is None:
+        return own, df
+    return (prior.df * prior.variance + df * own) / (prior.df + df), prior.df + df
 
 
 def run_level_variance(points) -> tuple[float, int, int] | None:
@@ -279,17 +320,16 @@ def run_level_variance(points) -> tuple[float, int, int] | None:
 
 
 def compare_launches(base, new, confidence: float = CONFIDENCE, alpha: float = ALPHA,
-                     pooled: tuple[float, int] | None = None,
+                     prior: VariancePrior | None = None,
                      run_level: tuple[float, int] | None = None) -> Comparison:
     """NEW against BASE with the launch as the unit: `base` and `new` are one list of values per launch.
 
     The ratio is exp(mean log launch median of NEW - that of BASE); its CI and two-sided p-value come from a
-    t-test on the log launch medians. With `pooled` ((variance, df) of one log launch median from
-    `pooled_launch_variance` over the family's points of the same measure) the test is Student's with the
-    larger of that variance and the point's own, and the pooled df: 3 launches a side leave a point 4 df of
-    its own (t_0.995 = 4.6: a 2x change found 20% of the time), the family's points together leave dozens;
-    the larger variance keeps a noisier-than-its-family point at the nominal false rate (docs/compare.md,
-    "Launches"). Without `pooled`, Welch's t on the point's own launches. `mdc` is the
+    t-test on the log launch medians. With `prior` (`launch_variance_prior` over the family's points of the
+    same measure) the test is Student's with the point's own pooled variance moderated toward the prior and
+    d + d0 df: 3 launches a side leave a point 4 df of its own (t_0.995 = 4.6), the family adds up to d0 more,
+    and each point's variance stays its own (docs/compare.md, "Launches"). Without `prior`, Welch's t on the
+    point's own launches. `mdc` is the
     change the test finds with 80% power at `alpha`: exp((t_(1-alpha/2) + t_0.8) * se) - 1; `mdc_double` the
     same with twice the launches on each side. A side with fewer than 2 launches cannot be judged at the
     launch level: the repetitions of all launches are compared (`compare_samples`), `unit` "repetitions".
@@ -316,10 +356,12 @@ def compare_launches(base, new, confidence: float = CONFIDENCE, alpha: float = A
         y = np.exp(y)
     diff = float(y.mean() - x.mean())
     vx, vy = float(x.var(ddof=1)), float(y.var(ddof=1))
-    if pooled is not None and positive:
+    if prior is not None and positive:
         own = ((n - 1) * vx + (m - 1) * vy) / (n + m - 2)
-        variance, df = max(pooled[0], own), pooled[1]
-        se2, se2_double, df_double = variance * (1 / n + 1 / m), variance * (1 / n + 1 / m) / 2, 2 * df
+        variance, df = moderated_variance(own, n + m - 2, prior)
+        # twice the launches: twice the point's own df, the same prior
+        df_double = prior.df + 2 * (n + m - 2)
+        se2, se2_double = variance * (1 / n + 1 / m), variance * (1 / n + 1 / m) / 2
     else:
         se2, df = vx / n + vy / m, _welch_df(vx, n, vy, m)
         se2_double, df_double = vx / (2 * n) + vy / (2 * m), _welch_df(vx, 2 * n, vy, 2 * m)

@@ -24,6 +24,7 @@ from pathlib import Path
 from movebench import admission, cluster, families, launchers, machine, stacks
 from movebench.core import envinfo, records
 from movebench.core.task import Task, point_path_of
+from movebench.services import hold
 
 PACKAGE = Path(__file__).resolve().parent
 #: Shared code every point runs through: its change reruns every point (families add their kernel files).
@@ -376,8 +377,18 @@ class CampaignRun:
                          "account (docs/io.md) or leave those points out" for family in services]
             if problems:
                 sys.exit(cluster.preflight_message(problems))
-        for service in services.values():
-            self.services.enter_context(service)
+        self.enter_services(services, todo)
+
+    def enter_services(self, services: dict, todo: dict[str, list[dict]]) -> None:
+        """Start the families' services, published to the point jobs and stopped until a launch needs them."""
+        pids = {family: hold.pids_of(self.services.enter_context(service)) for family, service in services.items()}
+        needed = {family: [p for p in todo[family] if families.load(family).service_needed(p)] for family in pids}
+        published = hold.publish(pids, needed)
+        if published:
+            os.environ.update(published)
+            # Unwound before the services stop: a stopped process would not act on the SIGTERM that ends it.
+            self.services.callback(hold.withdraw)
+            hold.pause_all()
 
     def install_stacks(self, todo: dict) -> None:
         """The environments of the communication stacks the points about to run name, installed once per checkout

@@ -247,6 +247,11 @@ class Family:
         """A context manager for what the points about to run need (e.g. an emulator), or None."""
         return None
 
+    def service_needed(self, point: dict) -> bool:
+        """Whether the point's launch needs the family's services running; the campaign keeps them stopped
+        (movebench.services.hold) while any other point runs."""
+        return True
+
     def runtime_options(self, task: Task) -> dict:
         """What the runtime needs beyond the task (dragon: `shm_bytes` to check in /dev/shm, `env` for Dragon,
         `transport` between nodes); none for mpi."""

@@ -189,11 +189,13 @@ class Azurite:
 
 
 def _terminate_with_parent() -> None:
-    """In the child before exec: SIGTERM when the process that started it dies (Linux's PR_SET_PDEATHSIG)."""
+    """In the child before exec: SIGKILL when the process that started it dies (Linux's PR_SET_PDEATHSIG).
+    Not SIGTERM: the campaign keeps Azurite stopped between its points (movebench.services.hold), and a stopped
+    process holds a SIGTERM pending for ever."""
     import ctypes
 
     pr_set_pdeathsig = 1
-    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
 
 
 def answers(port: int, host: str = "127.0.0.1") -> bool:
@@ -213,6 +215,7 @@ def stop_pid(pid: int | None, sig=signal.SIGTERM, wait: float = 10.0) -> None:
     for signum, grace in ((sig, wait), (signal.SIGKILL, wait)):
         try:
             os.kill(pid, signum)
+            os.kill(pid, signal.SIGCONT)  # a stopped process (movebench.services.hold) acts on nothing before it
         except ProcessLookupError:
             return
         deadline = time.monotonic() + grace

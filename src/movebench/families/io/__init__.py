@@ -151,6 +151,9 @@ class IO(Family):
             return None
         return _azurite(azurite_on_disk(section, points, physical_memory()))
 
+    def service_needed(self, point):
+        return point["backend"] == "blob"
+
     def check(self, section, campaign):
         from movebench.families.io.storage import azure
 

@@ -8,9 +8,10 @@ section template and `headlines` for the findings. Every hook has a default that
 overrides only what it shows.
 
 The kit: tables as HTML (`html_table`, `SIZE`), figures as data URIs (`plotting`, `figure_uri`, `bound_line`),
-summary rows (`median_of`, `median_text`), the counted repetitions (`counted`) and ratios of two points with
-their confidence interval (`ratio`, `ratio_text`), what a figure must name (`varying`), and how many processes
-can copy at once (`copiers`, for bound requests).
+the summary's 95% CIs on a figure's medians (`line_intervals`, `bar_intervals`), summary rows (`median_of`,
+`median_text`), the counted repetitions (`counted`) and ratios of two points with their confidence interval
+(`ratio`, `ratio_text`), what a figure must name (`varying`), and how many processes can copy at once (`copiers`,
+for bound requests).
 
 This module sits just above `movebench.core` and `movebench.spec` and imports nothing else from movebench:
 families import it, and the report page, bounds, findings and aggregate call what families build with it.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import io
+import math
 
 import pandas as pd
 
@@ -27,8 +29,9 @@ from movebench.core import units as units_
 from movebench.core.sizes import format_size
 from movebench.core.tables import counted
 
-__all__ = ["BOUND_STYLE", "SIZE", "FamilyReport", "bound_line", "copiers", "counted", "figure_uri", "html_table",
-           "key_cell", "median_of", "median_text", "plotting", "ratio", "ratio_text", "varying"]
+__all__ = ["BOUND_STYLE", "SIZE", "FamilyReport", "bar_intervals", "bound_line", "copiers", "counted", "figure_uri",
+           "html_table", "key_cell", "line_intervals", "median_of", "median_text", "plotting", "ratio", "ratio_text",
+           "varying"]
 
 
 class FamilyReport:
@@ -161,6 +164,77 @@ def bound_line(ax, data: pd.DataFrame, x: str, scale: float = 1e9, label: str = 
     (handle,) = ax.plot(line.index, line.to_numpy() / scale, label=label, **BOUND_STYLE)
     ax.legend(handles=[handle], loc="lower right", fontsize="small", frameon=True)
     return True
+
+
+#: How a figure draws a median's 95% CI: thin bars with caps, as io's figure does.
+INTERVAL_STYLE = {"fmt": "none", "elinewidth": 1.1, "capsize": 3, "zorder": 3}
+
+
+def _interval(ax, at, low, high, color, horizontal: bool = False):
+    """Error bars that span exactly [low, high] at positions `at`, whichever side of them the median lies."""
+    import numpy as np
+
+    low, high = np.asarray(low, dtype=float), np.asarray(high, dtype=float)
+    mid, half = (low + high) / 2, (high - low) / 2
+    if horizontal:
+        return ax.errorbar(mid, at, xerr=half, ecolor=color, **INTERVAL_STYLE)
+    return ax.errorbar(at, mid, yerr=half, ecolor=color, **INTERVAL_STYLE)
+
+
+def line_intervals(ax, data: pd.DataFrame, x: str, y: str, by=(), scale: float = 1.0, low: str = "ci_low",
+                   high: str = "ci_high") -> int:
+    """Each row's CI (`low`, `high` divided by `scale`: the plot's unit) as an error bar at its `x`, in the colour of
+    the line seaborn drew through its group (the rows equal on `by`); rows without a CI get none. Call it with
+    seaborn's own intervals off (`errorbar=None`). Returns how many bars it drew."""
+    import numpy as np
+
+    rows = data.dropna(subset=[x, y])
+    lines = [line for line in ax.get_lines() if len(line.get_xdata())]
+    taken: set[int] = set()
+    drawn = 0
+    for _, group in (rows.groupby(list(by), dropna=False, sort=False) if by else [((), rows)]):
+        group = group.sort_values([x, y])
+        xs, ys = group[x].to_numpy(dtype=float), group[y].to_numpy(dtype=float)
+        color = "0.3"
+        for i, line in enumerate(lines):
+            lx, ly = np.asarray(line.get_xdata(), dtype=float), np.asarray(line.get_ydata(), dtype=float)
+            if i not in taken and lx.shape == xs.shape and np.allclose(lx, xs, rtol=1e-6) \
+                    and np.allclose(ly, ys, rtol=1e-6):
+                taken.add(i)
+                color = line.get_color()
+                break
+        known = group.dropna(subset=[low, high])
+        if len(known):
+            _interval(ax, known[x].to_numpy(dtype=float), known[low] / scale, known[high] / scale, color)
+            drawn += len(known)
+    return drawn
+
+
+def bar_intervals(ax, data: pd.DataFrame, category: str, order, value: str, hue: str, hue_order, scale: float = 1.0,
+                  low: str = "ci_low", high: str = "ci_high", horizontal: bool = False) -> int:
+    """Each bar's CI (`low`, `high` divided by `scale`) on a seaborn bar plot of `value` by `category` (in `order`)
+    and `hue` (in `hue_order`), drawn with `errorbar=None`: the bar is found by its position and hue, and must be one
+    row of `data` (its length that row's `value`). Returns how many bars it drew."""
+    from matplotlib.container import BarContainer
+
+    containers = [c for c in ax.containers if isinstance(c, BarContainer)]
+    order, hue_order = list(order), list(hue_order)
+    if len(containers) != len(hue_order):  # seaborn draws one container per hue level, empty ones too
+        return 0
+    drawn = 0
+    for level, container in zip(hue_order, containers, strict=True):
+        for bar in container:
+            centre = bar.get_y() + bar.get_height() / 2 if horizontal else bar.get_x() + bar.get_width() / 2
+            length = bar.get_width() if horizontal else bar.get_height()
+            index = int(round(centre))
+            if not 0 <= index < len(order):
+                continue
+            row = data[(data[category] == order[index]) & (data[hue] == level)].dropna(subset=[low, high])
+            if len(row) != 1 or not math.isclose(row[value].iloc[0], length, rel_tol=1e-6):
+                continue
+            _interval(ax, [centre], row[low] / scale, row[high] / scale, "0.2", horizontal)
+            drawn += 1
+    return drawn
 
 
 def varying(frame: pd.DataFrame, keys) -> list[str]:

@@ -7,14 +7,17 @@ from movebench.core import stats, units
 from movebench.families.bcast import FAMILY
 from movebench.reportkit import (
     FamilyReport,
+    bar_intervals,
     copiers,
     counted,
     figure_uri,
     html_table,
+    line_intervals,
     median_of,
     plotting,
     ratio,
     ratio_text,
+    varying,
 )
 
 METHODS = ("pickle", "buffer", "pkl5", "p2p", "rma", "osu")
@@ -23,6 +26,8 @@ METHODS = ("pickle", "buffer", "pkl5", "p2p", "rma", "osu")
 STUDY = ("pickle", "buffer", "pkl5", "p2p", "rma")
 IN_PLACE = ("buffer", "p2p", "rma")
 CASE = ["kind", "shape", "density", "dtype", "nodes", "ranks", "mpi_thread_level", "memory_mode", "stack", "env"]
+#: what sets cases apart besides what a figure's panels, axes and hues show (kind, shape, density, ranks, nodes)
+FACTORS = ("dtype", "mpi_thread_level", "memory_mode", "stack", "env")
 _MiB = 2**20
 MEMORY_PLOT_MIN_BYTES = 4 * _MiB
 
@@ -161,36 +166,74 @@ def crossover_rows(medians) -> list[dict]:
     return rows
 
 
-def _figures(medians) -> list[tuple[str, str]]:
+def plotted(medians, summary):
+    """The figures' rows: each point's time and receiver memory (in payloads) as the summary has them, median and
+    95% CI (`time_low`/`time_high`, `memory_low`/`memory_high`), the engine's per-point table's figures; a point the
+    summary lacks keeps `method_medians`' median and has no interval."""
+    data = medians.assign(method=medians["method"].astype(str))
+    for measure, value, name, per in (("elapsed_s", "time_s", "time", None),
+                                      ("rss_hwm_delta_bytes", "receiver_extra_per_payload", "memory", "payload_bytes")):
+        part = median_of(summary, measure)
+        scale = data[per] if per else 1.0
+        data[f"{name}_low"] = data[f"{name}_high"] = float("nan")
+        if part.empty:
+            continue
+        rows = part.drop_duplicates("point").set_index("point")
+        median = data["point"].map(rows["median"]).astype(float) / scale
+        data[value] = median.where(median.notna(), data[value])
+        data[f"{name}_low"] = data["point"].map(rows["ci_low"]).astype(float) / scale
+        data[f"{name}_high"] = data["point"].map(rows["ci_high"]).astype(float) / scale
+    return data
+
+
+def _figures(medians, summary) -> list[tuple[str, str]]:
     sns, plt = plotting()
     figures = []
-    data = medians.assign(method=medians["method"].astype(str), ranks_label=[
+    data = plotted(medians, summary)
+    data["ranks_label"] = [
         f"{r} ranks" if medians["nodes"].nunique() < 2 else f"{r} ranks, {n} node{'s' if n > 1 else ''}"
-        for r, n in zip(medians["ranks"], medians["nodes"], strict=True)])
+        for r, n in zip(medians["ranks"], medians["nodes"], strict=True)]
+    # errorbar=None throughout: seaborn's bootstrap is not the launches' interval; each point's own CI is drawn
     dense = data[data["kind"] == "dense"]
     if not dense.empty:
+        # the factors that vary name the bar, so that a bar is one point and never an average of cases
+        factors = varying(dense, FACTORS)
+        dense = dense.assign(array=[" ".join([shape, *map(str, f)])
+                                    for shape, *f in zip(dense["shape"], *(dense[k] for k in factors), strict=True)])
+        order = list(dict.fromkeys(dense["array"]))
+        hue_order = [m for m in METHODS if m in set(dense["method"])]
         grid = sns.catplot(
             data=dense,
-            x="shape",
+            x="array",
             y="time_s",
             hue="method",
             col="ranks_label",
             kind="bar",
             height=3.6,
             aspect=1.2,
-            hue_order=[m for m in METHODS if m in set(dense["method"])],
+            order=order,
+            hue_order=hue_order,
+            errorbar=None,
         )
-        grid.set(yscale="log", ylabel="median time (s)")
+        grid.set(yscale="log", ylabel="median time (s)", xlabel=", ".join(["shape", *factors]))
         grid.set_titles("{col_name}")
-        figures.append(("Dense arrays: median time per method (log scale)", figure_uri(grid.figure)))
+        for label, ax in grid.axes_dict.items():
+            bar_intervals(ax, dense[dense["ranks_label"] == label], "array", order, "time_s", "method", hue_order,
+                          low="time_low", high="time_high")
+        figures.append(("Dense arrays: median time per method (log scale; bars: 95% CI)", figure_uri(grid.figure)))
     sparse = data[data["kind"] == "sparse"]
     if not sparse.empty:
+        factors = varying(sparse, FACTORS)
+        style = ", ".join(factors) if factors else "method"
+        if factors:
+            sparse = sparse.assign(**{style: [", ".join(map(str, f))
+                                              for f in zip(*(sparse[k] for k in factors), strict=True)]})
         grid = sns.relplot(
             data=sparse,
             x="density",
             y="time_s",
             hue="method",
-            style="method",
+            style=style,
             col="shape",
             row="ranks_label",
             kind="line",
@@ -198,29 +241,39 @@ def _figures(medians) -> list[tuple[str, str]]:
             height=3.6,
             aspect=1.2,
             hue_order=[m for m in METHODS if m in set(sparse["method"])],
+            errorbar=None,
         )
         grid.set(xscale="log", yscale="log", ylabel="median time (s)")
         grid.set_titles("{row_name}, {col_name}")
-        figures.append(("Sparse CSR: median time against density (log-log)", figure_uri(grid.figure)))
+        for (label, shape), ax in grid.axes_dict.items():
+            line_intervals(ax, sparse[(sparse["ranks_label"] == label) & (sparse["shape"] == shape)], "density",
+                           "time_s", list(dict.fromkeys(["method", style])), low="time_low", high="time_high")
+        figures.append(("Sparse CSR: median time against density (log-log; bars: 95% CI)", figure_uri(grid.figure)))
     # Below a few MiB, page and heap granularity (~1 MiB) swamps the ratio.
     large = data[data["payload_bytes"] >= MEMORY_PLOT_MIN_BYTES]
     if not large.empty:
         large = large.assign(case=large.apply(_case_label, axis=1))
-        fig, ax = plt.subplots(figsize=(9, 1.5 + 0.6 * large["case"].nunique()))
+        order = list(dict.fromkeys(large["case"]))
+        hue_order = [m for m in METHODS if m in set(large["method"])]
+        fig, ax = plt.subplots(figsize=(9, 1.5 + 0.6 * len(order)))
         sns.barplot(
             data=large,
             y="case",
             x="receiver_extra_per_payload",
             hue="method",
             ax=ax,
-            hue_order=[m for m in METHODS if m in set(large["method"])],
+            order=order,
+            hue_order=hue_order,
+            errorbar=None,
         )
+        bar_intervals(ax, large, "case", order, "receiver_extra_per_payload", "method", hue_order,
+                      low="memory_low", high="memory_high", horizontal=True)
         ax.set(xlabel="receiver peak extra RSS / payload", ylabel="")
         ax.legend(title="method", bbox_to_anchor=(1.01, 1), loc="upper left")
         figures.append(
             (
                 f"Peak extra memory of a receiver, in payloads (payloads of at least "
-                f"{MEMORY_PLOT_MIN_BYTES // _MiB} MiB)",
+                f"{MEMORY_PLOT_MIN_BYTES // _MiB} MiB; bars: 95% CI)",
                 figure_uri(fig),
             )
         )
@@ -277,7 +330,7 @@ class BcastReport(FamilyReport):
         memory.columns = [str(m) for m in memory.columns]
         transfer = pd.DataFrame(transfer_rows(medians))
         return {
-            "figures": _figures(medians),
+            "figures": _figures(medians, summary),
             "per_method": html_table(per_method, units=per_method_units),
             "speedups": html_table(study.reset_index()) if len(study.columns) else "",
             "transfer": html_table(transfer, units={"payload": "B", "buffer": "s", "osu": "s", "buffer - osu": "s",

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from movebench.core import units
 from movebench.core.sizes import format_size
-from movebench.reportkit import SIZE, FamilyReport, figure_uri, html_table, median_of, median_text, plotting
+from movebench.reportkit import (
+    SIZE,
+    FamilyReport,
+    figure_uri,
+    html_table,
+    line_intervals,
+    median_of,
+    median_text,
+    plotting,
+)
 
 
 def skipped(table) -> list[dict]:
@@ -29,10 +38,13 @@ class CalibrationReport(FamilyReport):
         if len(memcpy):
             data = memcpy.assign(**{"GB/s": memcpy["median"] / 1e9, "processes": memcpy["ranks"].astype(int)})
             fig, ax = plt.subplots(figsize=(7, 3.6))
-            sns.lineplot(data=data, x="size", y="GB/s", hue="processes", marker="o", ax=ax, palette="crest")
+            # errorbar=None: the interval drawn is the table's (the launches'), not seaborn's bootstrap
+            sns.lineplot(data=data, x="size", y="GB/s", hue="processes", marker="o", ax=ax, palette="crest",
+                         errorbar=None)
+            line_intervals(ax, data, "size", "GB/s", ["processes"], 1e9)
             ax.set(xscale="log", xlabel="bytes per copy", ylabel="aggregate copy bandwidth (GB/s, median)")
-            ctx["figures"].append(("memcpy: aggregate copy bandwidth of concurrent processes (the intra-node bound)",
-                                   figure_uri(fig)))
+            ctx["figures"].append(("memcpy: aggregate copy bandwidth of concurrent processes (the intra-node bound; "
+                                   "bars: 95% CI)", figure_uri(fig)))
             ctx["memcpy"] = html_table(
                 memcpy[["ranks", "size", "n", "median", "ci_low", "ci_high"]].rename(columns={
                     "ranks": "processes", "size": "bytes per copy", "median": "bandwidth", "ci_low": "CI low",

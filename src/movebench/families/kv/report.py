@@ -11,6 +11,7 @@ from movebench.reportkit import (
     counted,
     figure_uri,
     html_table,
+    line_intervals,
     median_of,
     plotting,
     ratio,
@@ -38,6 +39,18 @@ def speedups(bw):
     if len(out.columns) == len(CASE):
         return pd.DataFrame()
     return out
+
+
+def line_style(frame, keys, default):
+    """(frame, column) for a figure's line style: the one of `keys` the frame varies, a label of several, or
+    `default`; every factor that varies is named, so that no line averages two cases."""
+    keys = varying(frame, keys)
+    if not keys:
+        return frame, default
+    if len(keys) == 1:
+        return frame, keys[0]
+    label = ", ".join(keys)
+    return frame.assign(**{label: [", ".join(map(str, v)) for v in zip(*(frame[k] for k in keys), strict=True)]}), label
 
 
 def passes_per_round(table) -> str | None:
@@ -75,25 +88,31 @@ class KvReport(FamilyReport):
         if bw.empty:
             return ctx
         bw["GB/s"] = bw["median"] / 1e9
-        style = "data_format" if varying(bw, ["data_format"]) else "clients_per_node"
-        grid = sns.relplot(data=bw, x="value_size", y="GB/s", hue="variant", style=style,
+        lines, style = line_style(bw, ["data_format", "clients_per_node", "managers_per_node"], "clients_per_node")
+        # errorbar=None: seaborn's bootstrap is not the launches' interval; each point's own CI is drawn instead
+        grid = sns.relplot(data=lines, x="value_size", y="GB/s", hue="variant", style=style,
                            col="nodes", kind="line", marker="o", height=3.4, aspect=1.3,
                            hue_order=[o for o in OPERATIONS if o in set(bw["variant"])],
-                           facet_kws={"sharey": False})
+                           facet_kws={"sharey": False}, errorbar=None)
         grid.set(xscale="log", yscale="log", xlabel="value size (bytes)",
                  ylabel="aggregate bandwidth (GB/s, median)")
         grid.set_titles("{col_name} node(s)")
+        for nodes, ax in grid.axes_dict.items():
+            line_intervals(ax, lines[lines["nodes"] == nodes], "value_size", "GB/s", ["variant", style], 1e9)
         bounded = [bound_line(ax, bw[bw["nodes"] == nodes], "value_size") for nodes, ax in grid.axes_dict.items()]
         ctx["figures"].append(("Aggregate bandwidth vs value size, per operation (log-log; one panel per node "
-                               "count" + ("; dashed: the points' upper bound)" if any(bounded) else ")"),
+                               "count; bars: 95% CI" + ("; dashed: the points' upper bound)" if any(bounded) else ")"),
                                figure_uri(grid.figure)))
         ratios = speedups(bw)
         if not ratios.empty:
             fig, ax = plt.subplots(figsize=(7, 3.6))
             long = ratios.melt(id_vars=CASE, value_vars=[c for c in RATIOS if c in ratios],
                                var_name="ratio", value_name="x")
-            style = "data_format" if varying(long, ["data_format"]) else "nodes"
-            sns.lineplot(data=long.dropna(), x="value_size", y="x", hue="ratio", style=style, marker="o", ax=ax)
+            long, style = line_style(long, ["data_format", "nodes", "clients_per_node", "managers_per_node"], "nodes")
+            # a ratio of two medians has no interval in the tables (the headlines' is the Hodges-Lehmann ratio's, of
+            # another estimate): none drawn, and none of seaborn's
+            sns.lineplot(data=long.dropna(subset=["x"]), x="value_size", y="x", hue="ratio", style=style, marker="o",
+                         ax=ax, errorbar=None)
             ax.set(xscale="log", yscale="log", xlabel="value size (bytes)",
                    ylabel="speed-up (ratio of median bandwidths)")
             ax.axhline(1.0, color="grey", lw=0.8, ls="--")

@@ -14,6 +14,7 @@ from movebench.reportkit import (
     counted,
     figure_uri,
     html_table,
+    line_intervals,
     median_of,
     median_text,
     plotting,
@@ -35,6 +36,19 @@ def placement_labels(frame) -> list[str]:
     """Each row's ranks and nodes, and the factors the frame varies."""
     columns = [frame["nodes"], frame["ranks"]] + [frame[k] for k in varying(frame, FACTORS)]
     return [placement_label(*row) for row in zip(*columns, strict=True)]
+
+
+def skews(frame) -> list[str]:
+    """", skew 0.5" on each row of a frame that varies the skew, else "": a line holds one point per x, never an
+    average of skews."""
+    if "skew" not in frame or frame["skew"].nunique() < 2:
+        return [""] * len(frame)
+    return ["" if k != k else f", skew {k:g}" for k in frame["skew"]]
+
+
+def line_labels(frame) -> list[str]:
+    """`placement_labels` with `skews`."""
+    return [label + skew for label, skew in zip(placement_labels(frame), skews(frame), strict=True)]
 
 
 def best_window(bw):
@@ -109,50 +123,58 @@ class ShuffleReport(FamilyReport):
         bw["GB/s"] = bw["median"] / 1e9
         # ranks and nodes together: figures at 1 and 2 nodes with the same ranks are different experiments, never
         # one line (seaborn would average them)
-        bw["ranks, nodes"] = placement_labels(bw)
-        bw["err_lo"], bw["err_hi"] = bw["GB/s"] - bw["ci_low"] / 1e9, bw["ci_high"] / 1e9 - bw["GB/s"]
+        bw["ranks, nodes"] = line_labels(bw)
         ctx = {"figures": [], "shuffle_table": None, "intra_inter_table": None, "stacks_table": None}
         stacks = stacks_side_by_side(bw)
         if not stacks.empty:
             ctx["stacks_table"] = html_table(stacks)
+        # errorbar=None: seaborn's bootstrap is not the launches' interval; each point's own CI is drawn instead
         grid = sns.relplot(data=bw, x="message_size", y="GB/s", hue="window", style="ranks, nodes", col="pattern",
                            kind="line", marker="o", palette="viridis", col_wrap=min(2, bw["pattern"].nunique()),
-                           height=3.2, aspect=1.3, facet_kws={"sharey": False})
+                           height=3.2, aspect=1.3, facet_kws={"sharey": False}, errorbar=None)
         grid.set(xscale="log", yscale="log", xlabel="message size (bytes)", ylabel="bandwidth (GB/s, median)")
+        for pattern, ax in grid.axes_dict.items():
+            line_intervals(ax, bw[bw["pattern"] == pattern], "message_size", "GB/s", ["window", "ranks, nodes"], 1e9)
         bounded = [bound_line(ax, bw[bw["pattern"] == pattern], "message_size")
                    for pattern, ax in grid.axes_dict.items()]
-        title = "Bandwidth vs message size, per pattern (log-log; hue: window" + (
+        title = "Bandwidth vs message size, per pattern (log-log; hue: window; bars: 95% CI" + (
             "; dashed: the points' upper bound)" if any(bounded) else ")")
         ctx["figures"].append((title, figure_uri(grid.figure)))
         if bw["window"].nunique() > 1:
             grid = sns.relplot(data=bw, x="window", y="GB/s", hue="message_size", style="ranks, nodes", col="pattern",
                                kind="line", marker="o", palette="magma", col_wrap=min(2, bw["pattern"].nunique()),
-                               height=3.2, aspect=1.3, facet_kws={"sharey": False})
+                               height=3.2, aspect=1.3, facet_kws={"sharey": False}, errorbar=None)
             grid.set(xscale="log", yscale="log", xlabel="messages in flight (window)",
                      ylabel="bandwidth (GB/s, median)")
             for pattern, ax in grid.axes_dict.items():
+                line_intervals(ax, bw[bw["pattern"] == pattern], "window", "GB/s", ["message_size", "ranks, nodes"],
+                               1e9)
+                # a summary without bounds (aggregate's, before the report page adds them) draws none
                 part = bw[(bw["pattern"] == pattern)].dropna(subset=["bound_Bps"]) if "bound_Bps" in bw \
-                    else bw.iloc[0:0]
+                    else bw.iloc[0:0].assign(bound_Bps=[])
                 for size, bound in part.groupby("message_size")["bound_Bps"].max().items():
                     ax.axhline(bound / 1e9, color="black", lw=0.8, ls=":")
                     ax.annotate(f"bound at {format_size(int(size))}", (1, bound / 1e9),
                                 xycoords=("axes fraction", "data"), ha="right", va="bottom", fontsize="x-small")
-            ctx["figures"].append(("The window's effect (log-log; hue: message size; dotted: the upper bound at each "
-                                   "size)", figure_uri(grid.figure)))
+            ctx["figures"].append(("The window's effect (log-log; hue: message size; bars: 95% CI; dotted: the upper "
+                                   "bound at each size)", figure_uri(grid.figure)))
         sides = intra_inter(bw)
         if not sides.empty:
             best = best_window(bw)
             best["placement"] = [f"{n} node{'s' if n > 1 else ''}" for n in best["nodes"]]
             factors = [best[k] for k in varying(best, FACTORS)]
-            best["ranks (factors)"] = [", ".join([f"{r} ranks", *map(str, f)])
-                                       for r, *f in zip(best["ranks"], *factors, strict=True)]
+            best["ranks (factors)"] = [", ".join([f"{r} ranks", *map(str, f)]) + k
+                                       for r, k, *f in zip(best["ranks"], skews(best), *factors, strict=True)]
             grid = sns.relplot(data=best, x="message_size", y="GB/s", hue="placement", style="ranks (factors)",
                                col="pattern",
                                kind="line", marker="o", col_wrap=min(2, best["pattern"].nunique()), height=3.2,
-                               aspect=1.3, facet_kws={"sharey": False})
+                               aspect=1.3, facet_kws={"sharey": False}, errorbar=None)
             grid.set(xscale="log", yscale="log", xlabel="message size (bytes)", ylabel="bandwidth (GB/s, median)")
+            for pattern, ax in grid.axes_dict.items():
+                line_intervals(ax, best[best["pattern"] == pattern], "message_size", "GB/s",
+                               ["placement", "ranks (factors)"], 1e9)
             ctx["figures"].append(("Intra- vs inter-node: the same pattern and ranks on 1 node and across nodes "
-                                   "(best window per point)", figure_uri(grid.figure)))
+                                   "(best window per point; bars: 95% CI)", figure_uri(grid.figure)))
             ctx["intra_inter_table"] = html_table(sides)
         eff = median_of(summary, "efficiency")
         if not eff.empty:
@@ -161,11 +183,12 @@ class ShuffleReport(FamilyReport):
             best["ranks, nodes"] = placement_labels(best)
             fig, ax = plt.subplots(figsize=(7, 3.6))
             sns.lineplot(data=best, x="message_size", y="median", hue="pattern", style="ranks, nodes", marker="o",
-                         ax=ax)
+                         ax=ax, errorbar=None)
+            line_intervals(ax, best, "message_size", "median", ["pattern", "ranks, nodes"])
             ax.set(xscale="log", xlabel="message size (bytes)", ylabel="share of peak bidi bandwidth")
             ax.axhline(1.0, color="grey", lw=0.8, ls="--")
             ctx["figures"].append(("Efficiency: bandwidth / peak bidi bandwidth at the same nodes, ranks and size "
-                                   "(best window per point)", figure_uri(fig)))
+                                   "(best window per point; bars: 95% CI)", figure_uri(fig)))
         shuf = counted(table)
         shuf = shuf[shuf["variant"] == "shuffle"] if len(shuf) else shuf
         if len(shuf):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -166,3 +167,35 @@ def test_a_campaign_runs_its_launches_interleaved_and_reports_them(tmp_path):
     assert json.loads((results / "campaign_run.json").read_text())["scheduler_rate_limit"] is None
     dry = snakemake(work, "--dry-run")
     assert "shuffle_point" not in dry.stdout  # every launch is done: a rerun runs nothing
+
+
+def _launches(raw: Path, point_path: str, launches: list[list[float]]) -> None:
+    for k, values in enumerate(launches):
+        _records(raw / f"{launch_path(point_path, k)}.jsonl", values)
+
+
+def test_an_mdc_target_stops_a_quiet_point_and_runs_a_noisy_one_up_to_max(tmp_path):
+    """A point stops adding launches once a comparison with a rerun would find a change of mdc_target; one whose own
+    launches spread too far runs every launch up to max, the rule's budget."""
+    rng = np.random.default_rng(5)
+    raw = tmp_path / "raw" / "shuffle"
+    rule = {"min": 3, "max": 6, "mdc_target": 0.15}
+    # the family: 8 quiet points (2% launch spread) and the point under test
+    for i in range(8):
+        _launches(raw, f"pattern~bidi/message_size~{i}",
+                  [list(np.exp(rng.normal(0, 0.02) + rng.normal(0, 0.005, 3))) for _ in range(3)])
+
+    def decide(spread: float, launch_index: int):
+        path = "pattern~uni"  # the path of the task's point
+        _launches(raw, path, [list(np.exp(rng.normal(0, spread) + rng.normal(0, 0.005, 3)))
+                              for _ in range(launch_index)])
+        task = Task("shuffle", "uni", {"pattern": "uni"}, {}, 3, 1, 2, 1, launch=launch_index, launches=rule)
+        where = launch_path(path, launch_index)
+        return launch.adaptive_launch(task, raw / f"{where}.jsonl", where)
+
+    why, _ = decide(0.02, 3)
+    assert why and why.startswith("launches.mdc_target 0.15 reached after 3 launches")
+    for index in (3, 4, 5):  # 60% between launches: never reached, so every launch up to max runs
+        assert decide(0.6, index)[0] is None
+    mdc = launch.detectable_change([[1.0, 1.0], [1.5, 1.5], [0.7, 0.7]], None)
+    assert mdc > 1.0  # the point's own 3 launches, no prior: a large change only

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from movebench import families
-from movebench.core import records, stats
+from movebench.core import records, stats, verdict
 from movebench.core.tables import counted
 from movebench.core.task import LAUNCH, launch_path, point_path_of
 
@@ -39,6 +39,7 @@ def load(family: str, paths) -> pd.DataFrame:
             frame = pd.DataFrame.from_records(recs)
             frame["point"] = point_of(Path(path), family)
             frame["source"] = str(path)
+            frame["disturbed"], frame["other_cpus"], frame["disturbed_retries"] = launch_load(Path(path))
             frames.append(frame)
     if not frames:
         return pd.DataFrame(columns=["family", "variant", "point", "rep", "warmup", "ok", "bandwidth_Bps",
@@ -47,6 +48,19 @@ def load(family: str, paths) -> pd.DataFrame:
     table["warmup"] = table["warmup"].astype(bool)
     table["ok"] = table["ok"].astype(bool)
     return tidy(family, table)
+
+
+def launch_load(path: Path) -> tuple[bool, float | None, int]:
+    """(whether the launch of a records file was disturbed, the CPUs other processes kept busy meanwhile, the
+    disturbed attempts measured again before it), from its meta; (False, None, 0) for a meta from before launches
+    measured their load."""
+    meta = path.with_name(path.name.removesuffix(".jsonl") + ".meta.json")
+    try:
+        info = json.loads(meta.read_text())
+    except (OSError, ValueError):
+        return False, None, 0
+    return (bool(info.get("disturbed")), (info.get("host_load") or {}).get("other_cpus"),
+            len(info.get("disturbed_attempts") or []))
 
 
 def tidy(family: str, table: pd.DataFrame) -> pd.DataFrame:
@@ -67,9 +81,15 @@ def summarize(family: str, table: pd.DataFrame) -> pd.DataFrame:
     fam = families.load(family)
     measures = [m.name for m in fam.measures if m.summarize and m.name in table.columns]
     rows = []
+    launch_values = {}  # (row index, measure) -> the point's values per launch, for the detectable change
+    disturbed = _disturbed_launches(table)
     for point, group in counted(table).groupby("point", sort=True):
         first = group.iloc[0]
         ident = {"family": family, "variant": first["variant"], "point": point}
+        if point in disturbed:
+            kept = set(group.loc[group["disturbed"].fillna(False).astype(bool), LAUNCH]) if "disturbed" in group \
+                else set()
+            ident.update(launches_disturbed=len(disturbed[point]), launches_left_out=len(disturbed[point] - kept))
         ident.update({k: first[k] for k in fam.point_keys if k in group.columns})
         ident.update({k: first[k] for k in STOP_COLUMNS if k in group.columns})
         for measure in measures:
@@ -79,9 +99,33 @@ def summarize(family: str, table: pd.DataFrame) -> pd.DataFrame:
             if not per_launch:
                 continue
             unit = fam.measure[measure]
+            launch_values[len(rows)] = per_launch
             rows.append({**ident, "measure": measure, "unit": unit.unit, "better": unit.better,
                          **stats.launch_summary(per_launch)})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(_with_detectable_change(rows, launch_values))
+
+
+def _with_detectable_change(rows: list[dict], launch_values: dict) -> list[dict]:
+    """Each row's `mdc`: the change a comparison of the point with a rerun of as many launches finds 80% of the
+    time at the verdicts' level, its variance moderated toward its family-measure's prior, as compare does
+    (core.verdict); None for a point of one launch."""
+    by_measure: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        by_measure.setdefault(row["measure"], []).append(i)
+    for indices in by_measure.values():
+        prior = verdict.launch_variance_prior([(launch_values[i],) for i in indices])
+        for i in indices:
+            values = launch_values[i]
+            rows[i]["mdc"] = verdict.compare_launches(values, values, prior=prior).mdc if len(values) >= 2 else None
+    return rows
+
+
+def _disturbed_launches(table: pd.DataFrame) -> dict[str, set]:
+    """Point -> its launches measured beside outside load (core.tables.quiet decides which are left out)."""
+    if table.empty or "disturbed" not in table.columns:
+        return {}
+    rows = table[table["disturbed"].fillna(False).astype(bool)]
+    return {point: set(group[LAUNCH]) for point, group in rows.groupby("point")}
 
 
 def flatten_meta(meta: dict, bulky=()) -> dict:

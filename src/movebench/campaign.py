@@ -49,6 +49,10 @@ def launch_order_seed(campaign: dict) -> int:
     return int(seed) if seed is not None else random.SystemRandom().randrange(2**31)
 
 
+#: Overrides campaign.disturbed.other_cpus of every campaign run from this environment.
+DISTURBED_OVERRIDE_ENV = "MOVEBENCH_DISTURBED_OTHER_CPUS"
+
+
 def job_environment(config: dict, launch_order_seed: int | None = None) -> dict[str, str]:
     """Variables point jobs inherit from snakemake: this Python's bin first on PATH, the config's hash, the seed of
     the launches' order."""
@@ -60,6 +64,13 @@ def job_environment(config: dict, launch_order_seed: int | None = None) -> dict[
            "MOVEBENCH_PACKAGES": json.dumps(envinfo.package_versions())}
     if launch_order_seed is not None:
         env["MOVEBENCH_LAUNCH_ORDER_SEED"] = str(launch_order_seed)
+    # launch's DisturbedPolicy; the ledger of retries is the run's, beside its results
+    disturbed = dict(config["campaign"].get("disturbed") or {})
+    if os.environ.get(DISTURBED_OVERRIDE_ENV):
+        # a host whose outside load is expected and not the campaign's concern (the test suite's own runs)
+        disturbed["other_cpus"] = float(os.environ[DISTURBED_OVERRIDE_ENV])
+    disturbed["ledger"] = str(Path(config["campaign"].get("results_dir", "results")).resolve() / ".retries")
+    env["MOVEBENCH_DISTURBED"] = json.dumps(disturbed)
     if path.split(os.pathsep)[0] != here:
         env["PATH"] = os.pathsep.join([here, path]) if path else here
     return env
@@ -361,6 +372,7 @@ class CampaignRun:
             self.take_lock()
         # The run's wall time and the host's load start once the lock is ours: waiting is not the campaign's.
         self.started, self.host_load = time.time(), envinfo.HostLoad()
+        (self.results / ".retries").unlink(missing_ok=True)  # the retry budget is this run's (launch.DisturbedPolicy)
         self.rate_limit = drop_default_rate_limit(getattr(workflow, "scheduler", None))
         self.watch_interrupts(also=(signal.SIGTERM, signal.SIGHUP) if in_allocation else ())
         self.write_launch_order(workflow)

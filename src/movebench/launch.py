@@ -47,14 +47,15 @@ import time
 from pathlib import Path
 
 from movebench import families, launchers, machine, stacks
-from movebench.core import envinfo, records, stats
+from movebench.core import envinfo, records, stats, verdict
 from movebench.core.records import free_space
 from movebench.core.tables import counted
-from movebench.core.task import Task, launch_path
+from movebench.core.task import Task, launch_path, point_path_of
 from movebench.core.transport import TransportLog
 from movebench.core.transport import check as check_transport
 from movebench.launchers.mpi import ShmWatch
 from movebench.launchers.process import stop_group
+from movebench.services import hold
 
 GRACE_S = 10
 LOG_TAIL_LINES = 40
@@ -302,13 +303,33 @@ def earlier_launches(task: Task, out: Path, where: str) -> list[tuple[list[dict]
     return found
 
 
+def family_launch_centres(raw: Path, family: str, measure: str = "elapsed_s") -> list[list[list[float]]]:
+    """Every point's launches so far in `raw`/<family> (the values of `measure`, one list per launch): what the
+    family's variance prior is fitted on, as compare fits it."""
+    by_point: dict[str, list[list[float]]] = {}
+    for path in sorted((raw / family).rglob("*.jsonl")):
+        values = [r[measure] for r in counted(records.read_jsonl(path)) if r.get(measure)]
+        if values:
+            by_point.setdefault(point_path_of(path.relative_to(raw / family).as_posix()[:-len(".jsonl")]),
+                                []).append(values)
+    return list(by_point.values())
+
+
+def detectable_change(values: list[list[float]], prior) -> float | None:
+    """The change a comparison of this point against a rerun with as many launches finds 80% of the time at the
+    verdicts' 1% level (core.verdict.compare_launches, the point's variance moderated toward `prior`)."""
+    return verdict.compare_launches(values, values, prior=prior).mdc
+
+
 def adaptive_launch(task: Task, out: Path, where: str) -> tuple[str | None, int | None]:
-    """Under an adaptive rule `launches: {min, max, ci_target}`, for a launch past `min` whose point's earlier
-    launches have all finished: (why it need not run, None) when their launch-level 95% CI of the elapsed time is
-    already within `ci_target` of the estimate; else (None, the repetitions this launch should run), chosen from
-    the measured variance components and costs (Kalibera and Jones, ISMM 2013: repetitions per launch
-    r = sqrt(c_launch / c_repetition x var_within / var_between), at least 1 and at most the configured count).
-    (None, None) when the rule does not apply."""
+    """Under an adaptive rule `launches: {min, max, ci_target | mdc_target}`, for a launch past `min` whose point's
+    earlier launches have all finished: (why it need not run, None) when those launches already reach the target
+    (`ci_target`: their launch-level 95% CI of the elapsed time is within it of the estimate; `mdc_target`: a
+    comparison against a rerun with as many launches would find a change of that size, the point's variance
+    moderated toward its family's prior as compare's verdicts do); else (None, the repetitions this launch should
+    run), chosen from the measured variance components and costs (Kalibera and Jones, ISMM 2013: repetitions per
+    launch r = sqrt(c_launch / c_repetition x var_within / var_between), at least 1 and at most the configured
+    count). (None, None) when the rule does not apply."""
     rule = task.launches
     if not isinstance(rule, dict) or task.launch < rule.get("min", 2):
         return None, None
@@ -320,11 +341,20 @@ def adaptive_launch(task: Task, out: Path, where: str) -> tuple[str | None, int 
     if len(values) < 2:
         return None, None
     summary = stats.launch_summary(values)
-    half = (summary["ci_high"] - summary["ci_low"]) / 2 / summary["median"] if summary["median"] else None
-    target = rule.get("ci_target", 0.1)
-    if half is not None and half <= target:
-        return (f"launches.ci_target {target:g} reached after {len(values)} launches (half-width "
-                f"{half:.3f} of the estimate)"), None
+    if rule.get("mdc_target") is not None:
+        raw = Path(str(out)[: -len(f"{where}.jsonl")]).parent
+        prior = verdict.launch_variance_prior([(launches,) for launches in
+                                               family_launch_centres(raw, task.family)])
+        mdc = detectable_change(values, prior)
+        if mdc is not None and mdc <= rule["mdc_target"]:
+            return (f"launches.mdc_target {rule['mdc_target']:g} reached after {len(values)} launches (a change of "
+                    f"{100 * mdc:.0f}% would be found)"), None
+    else:
+        half = (summary["ci_high"] - summary["ci_low"]) / 2 / summary["median"] if summary["median"] else None
+        target = rule.get("ci_target", 0.1)
+        if half is not None and half <= target:
+            return (f"launches.ci_target {target:g} reached after {len(values)} launches (half-width "
+                    f"{half:.3f} of the estimate)"), None
     if not isinstance(task.repetitions, int):
         return None, None  # an adaptive repetitions rule decides within the launch
     rep_s = sum(sum(v) for v in values) / sum(len(v) for v in values)
@@ -439,6 +469,126 @@ def _skip(member: Member, why: str, args) -> None:
     _say(f"movebench: {task.family} {member.where}: not run: {why}")
 
 
+@dataclasses.dataclass
+class Attempt:
+    """One run of a launch's kernel: what ran, how it ended, and what else used the host's CPUs meanwhile."""
+
+    argv: list[str]
+    run: "_Run | None"
+    rc: int | None
+    reason: str | None
+    started: float
+    ended: float
+    overlapped: list
+    leftovers: list
+    load: dict | None
+
+
+def _measure(to_run, name, members, args, runtime, env, task_path, signals) -> Attempt:
+    """The kernel of `to_run`'s points run once, its load on the host measured around it."""
+    with _writing(task_path):
+        kernel_tasks = [Task.from_dict({**task.to_dict(), "out": str(m.tmp("out")), "meta": str(m.tmp("meta"))})
+                        for m, task in to_run]
+        if name:
+            records.write_text(task_path, json.dumps({"group": [t.to_dict() for t in kernel_tasks],
+                                                      "name": name}, indent=2) + "\n")
+            argv = runtime.group_command(kernel_tasks, task_path, args.launcher)
+        else:
+            write_task(to_run[0][1], task_path, kernel_tasks[0].out, kernel_tasks[0].meta)
+            argv = runtime.command(kernel_tasks[0], task_path, args.launcher)
+    _say("movebench: " + shlex.join(argv))
+    first = to_run[0][1]
+    running = machine.RunningPoints()
+    running.enter({"campaign": args.campaign, "family": first.family,
+                   "point_path": name or families.point_path(first.point), "results": str(members[0].out.parent)})
+    # the snakemake that started this launch is the campaign's, not outside load
+    load = envinfo.HostLoad({"snakemake": signals.starter.pid})
+    with hold.held(first.family, [task.point for _, task in to_run]) as services:
+        started = time.time()
+        reason, rc, watch = None, None, None
+        try:
+            if signals.name:
+                raise InterruptedError  # before the kernel started: no kernel to start, and none to stop
+            run = _Run(argv, env)
+            # MPICH's segments; Dragon's are the Dragon launcher's to clean (kv's launcher is not MPI).
+            watch = ShmWatch(run.proc.pid) if runtime.is_mpi else None
+        except InterruptedError:
+            run, reason = None, f"interrupted ({signals.name})"
+        except OSError as exc:
+            run, reason = None, f"could not start {argv[0]!r}: {exc.strerror or exc}"
+        if run is not None:
+            # The ranks alive at a stop are looked at once more; a rank killed earlier was seen while it ran.
+            rc, reason = _wait(run, args.timeout, signals, before_stop=watch.look if watch else lambda: None)
+            run.reader.join(timeout=5)
+            for line in run.transport.log_lines():
+                _say(line)
+        ended = time.time()
+    host_load = load.finish({"services": services.cpu_seconds()})
+    overlapped = running.leave()
+    leftovers = watch.finish() if watch is not None else []
+    if leftovers:
+        _say(f"movebench: removed {len(leftovers)} shared-memory segment(s) the job left: {', '.join(leftovers)}")
+    return Attempt(argv, run, rc, reason, started, ended, overlapped, leftovers, host_load)
+
+
+#: The defaults of `campaign.disturbed` (schemas/config.schema.yaml says why these values).
+DISTURBED_DEFAULTS = {"other_cpus": 0.1, "retries": 1, "retry_budget_s": 120.0}
+DISTURBED_ENV = "MOVEBENCH_DISTURBED"
+
+
+@dataclasses.dataclass
+class DisturbedPolicy:
+    """When a launch counts as disturbed (other processes kept more than `other_cpus` CPUs busy on average while
+    it ran), and whether it may run again: at most `retries` times, while the campaign's retries together stay
+    within `retry_budget_s` of launch time (a ledger file beside the results, shared by its launches)."""
+
+    other_cpus: float = DISTURBED_DEFAULTS["other_cpus"]
+    retries: int = DISTURBED_DEFAULTS["retries"]
+    retry_budget_s: float = DISTURBED_DEFAULTS["retry_budget_s"]
+    ledger: str | None = None
+    #: a pause before the retry, so that a load that comes and goes (a cron job, a compile) may pass
+    pause_s: float = 2.0
+
+    @classmethod
+    def from_env(cls) -> "DisturbedPolicy":
+        try:
+            given = json.loads(os.environ.get(DISTURBED_ENV) or "{}")
+        except json.JSONDecodeError:
+            given = {}
+        return cls(**{k: v for k, v in given.items() if k in {f.name for f in dataclasses.fields(cls)}})
+
+    def disturbed(self, load: dict | None) -> str | None:
+        """Why a launch under `load` is disturbed, or None."""
+        if not load or load.get("other_cpus") is None or load["other_cpus"] <= self.other_cpus:
+            return None
+        return (f"other processes kept {load['other_cpus']:.2f} CPUs busy on average while it ran (threshold "
+                f"{self.other_cpus:g}; the campaign itself {load.get('campaign_cpus', 0):.2f})")
+
+    def spent(self) -> float:
+        if not self.ledger:
+            return 0.0
+        try:
+            return sum(float(line) for line in Path(self.ledger).read_text().split())
+        except (OSError, ValueError):
+            return 0.0
+
+    def grant(self, done: int, seconds: float) -> float | None:
+        """The pause before a retry of a launch that took `seconds`, after `done` retries; None when none is left.
+        The retry's cost is booked in the ledger now, so that the next launch sees it."""
+        if done >= self.retries or self.spent() + seconds > self.retry_budget_s:
+            return None
+        if self.ledger:
+            with contextlib.suppress(OSError), open(self.ledger, "a") as ledger:
+                ledger.write(f"{seconds + self.pause_s:.3f}\n")
+        return self.pause_s
+
+    def why_not(self, done: int) -> str:
+        if done >= self.retries:
+            return f"campaign.disturbed.retries {self.retries} used"
+        return f"the campaign's retries spent {self.spent():.0f} s of campaign.disturbed.retry_budget_s " \
+               f"{self.retry_budget_s:g}"
+
+
 def _run_launch(members: list[Member], name: str | None, args, signals: _Signals) -> int:
     """Measure `members` in one launch (a launch group when `name` is set), each point's outcome its own."""
     family = members[0].task.family
@@ -489,24 +639,7 @@ def _run_launch(members: list[Member], name: str | None, args, signals: _Signals
                             **task.point, "ok": False, "error": why, "config_hash": args.config_hash})
                 _failed(f"movebench: {family} {label} FAILED: {why}")
                 return 1
-        with _writing(task_path):
-            kernel_tasks = [Task.from_dict({**task.to_dict(), "out": str(m.tmp("out")), "meta": str(m.tmp("meta"))})
-                            for m, task in to_run]
-            if name:
-                records.write_text(task_path, json.dumps({"group": [t.to_dict() for t in kernel_tasks],
-                                                          "name": name}, indent=2) + "\n")
-                argv = runtime.group_command(kernel_tasks, task_path, args.launcher)
-            else:
-                write_task(to_run[0][1], task_path, kernel_tasks[0].out, kernel_tasks[0].meta)
-                argv = runtime.command(kernel_tasks[0], task_path, args.launcher)
-        _say("movebench: " + shlex.join(argv))
-        first = to_run[0][1]
-        running = machine.RunningPoints()
-        running.enter({"campaign": args.campaign, "family": family,
-                       "point_path": name or families.point_path(first.point), "results": str(members[0].out.parent)})
-        started = time.time()
-        reason, rc, watch = None, None, None
-        env = runtime.environment(first, os.environ)
+        env = runtime.environment(to_run[0][1], os.environ)
         if "SLURM_JOB_ID" in env:
             from movebench import cluster  # Slurm's helpers: a local point need not import them
 
@@ -517,39 +650,44 @@ def _run_launch(members: list[Member], name: str | None, args, signals: _Signals
             allocation = cluster.allocation_info(env)
         else:
             allocation = None
-        try:
-            if signals.name:
-                raise InterruptedError  # before the kernel started: no kernel to start, and none to stop
-            run = _Run(argv, env)
-            # MPICH's segments; Dragon's are the Dragon launcher's to clean (kv's launcher is not MPI).
-            watch = ShmWatch(run.proc.pid) if runtime.is_mpi else None
-        except InterruptedError:
-            run, reason = None, f"interrupted ({signals.name})"
-        except OSError as exc:
-            run, reason = None, f"could not start {argv[0]!r}: {exc.strerror or exc}"
-        if run is not None:
-            # The ranks alive at a stop are looked at once more; a rank killed earlier was seen while it ran.
-            rc, reason = _wait(run, args.timeout, signals, before_stop=watch.look if watch else lambda: None)
-            run.reader.join(timeout=5)
-            for line in run.transport.log_lines():
-                _say(line)
-        ended = time.time()
-        overlapped = running.leave()
-        leftovers = watch.finish() if watch is not None else []
-        if leftovers:
-            _say(f"movebench: removed {len(leftovers)} shared-memory segment(s) the job left: {', '.join(leftovers)}")
+        policy = DisturbedPolicy.from_env()
+        earlier_attempts: list[dict] = []
+        while True:
+            attempt = _measure(to_run, name, members, args, runtime, env, task_path, signals)
+            argv, run, rc, reason = attempt.argv, attempt.run, attempt.rc, attempt.reason
+            started, ended, overlapped, leftovers = attempt.started, attempt.ended, attempt.overlapped, \
+                attempt.leftovers
+            disturbed = policy.disturbed(attempt.load)
+            if not disturbed or reason is not None or rc != 0 or signals.stopped():
+                break
+            granted = policy.grant(len(earlier_attempts), ended - started)
+            if granted is None:
+                _say(f"movebench: {family} {label}: DISTURBED: {disturbed}; kept, marked disturbed (no retry left: "
+                     f"{policy.why_not(len(earlier_attempts))})", sys.stderr)
+                break
+            _say(f"movebench: {family} {label}: DISTURBED: {disturbed}; measuring it again after {granted:g} s "
+                 f"(retry {len(earlier_attempts) + 1} of {policy.retries})", sys.stderr)
+            time.sleep(granted)
+            if signals.stopped():
+                break  # the disturbed launch is kept: a stop must not cost a finished measurement
+            earlier_attempts.append({"start": started, "end": ended, "host_load": attempt.load})
+            for member, _ in to_run:
+                for leftover in (member.tmp("out"), member.tmp("meta")):
+                    leftover.unlink(missing_ok=True)
         if reason is None and rc != 0:
             reason = f"kernel exited with status {rc}{_signal_of(rc)}"
             if any(marker in line for line in (run.tail if run else ()) for marker in
                    ("No space left on device", "Errno 28", "Disk quota exceeded", "cannot write the records")):
-                reason += f" (no space left on a device: {_fullest(members[0].out.parent, first.settings)})"
+                reason += f" (no space left on a device: {_fullest(members[0].out.parent, to_run[0][1].settings)})"
             elif said := _kernel_reason(run.tail if run else ()):
                 reason += f" ({said})"
         order = [m.where for m, _ in to_run]
         failures = 0
         for position, (member, task) in enumerate(to_run):
             why, recs = _outcome(member, reason)
-            common = {"overlapped_with": overlapped, "shm_segments_removed": leftovers}
+            common = {"overlapped_with": overlapped, "shm_segments_removed": leftovers,
+                      "host_load": attempt.load, "disturbed": bool(disturbed),
+                      "disturbed_threshold": policy.other_cpus, "disturbed_attempts": earlier_attempts}
             if name:
                 common["launch_group"] = {"name": name, "size": len(members), "position": position, "order": order}
             if why is None:

@@ -233,26 +233,55 @@ def fingerprint(meta: dict) -> dict:
 
 
 class HostLoad:
-    """CPUs kept busy on this host by processes other than ours (and our descendants) from now to `finish`.
+    """CPUs kept busy on this host by processes other than ours from now to `finish`.
 
-    A benchmark beside another busy process measures both; compare warns when either side ran so.
-    Exact for the local profile (every rank descends from this process); under Slurm the ranks run
-    on other nodes and this only describes the submitting host.
+    Ours: this process, its descendants (counted as they are reaped), and the processes named by pid (the
+    snakemake that started a launch, the campaign's services), each reported apart, so that what is left,
+    `other_cpus`, is what competed with the measurement from outside. A benchmark beside another busy process
+    measures both: a launch above a threshold of it is disturbed (launch), and compare warns about a busy side.
+    Under Slurm a launch's load is its node's; the campaign's is the submitting host's.
     """
 
-    def __init__(self):
-        self.start = (_host_busy_cpu_seconds(), _children_cpu_seconds(), os.times().elapsed)
+    def __init__(self, pids: dict[str, int] | None = None):
+        self.pids = {name: pid for name, pid in (pids or {}).items() if pid}
+        self.start = (_host_busy_cpu_seconds(), _children_cpu_seconds(), _own_cpu_seconds(),
+                      {name: process_cpu_seconds(pid) for name, pid in self.pids.items()}, os.times().elapsed)
 
-    def finish(self) -> dict | None:
-        busy0, ours0, t0 = self.start
-        busy1, ours1, t1 = _host_busy_cpu_seconds(), _children_cpu_seconds(), os.times().elapsed
+    def finish(self, extra: dict[str, float] | None = None) -> dict | None:
+        """The load since the start: `extra` names more of our CPU seconds (e.g. a paused service's) by kind."""
+        busy0, children0, own0, named0, t0 = self.start
+        busy1, children1, own1, t1 = _host_busy_cpu_seconds(), _children_cpu_seconds(), _own_cpu_seconds(), \
+            os.times().elapsed
         if busy0 is None or busy1 is None or t1 <= t0:
             return None
         wall = t1 - t0
-        ours = (ours1 - ours0) / wall
+        parts = {"campaign_cpus": (children1 - children0) / wall, "watchers_cpus": (own1 - own0) / wall}
+        for name, pid in self.pids.items():
+            before, after = named0.get(name), process_cpu_seconds(pid)
+            if before is not None and after is not None:
+                parts[f"{name}_cpus"] = max(after - before, 0.0) / wall
+        for name, seconds in (extra or {}).items():
+            if seconds is not None:
+                parts[f"{name}_cpus"] = seconds / wall
         busy = (busy1 - busy0) / wall
-        return {"cpus": os.cpu_count(), "busy_cpus": round(busy, 3), "campaign_cpus": round(ours, 3),
-                "other_cpus": round(max(busy - ours, 0.0), 3)}
+        return {"cpus": os.cpu_count(), "wall_s": round(wall, 3), "busy_cpus": round(busy, 3),
+                **{k: round(v, 3) for k, v in parts.items()},
+                "other_cpus": round(max(busy - sum(parts.values()), 0.0), 3)}
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """utime + stime of a live process and of its children it has reaped; None when it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    # after the name: state is field 3, utime 14, stime 15, cutime 16, cstime 17 (proc(5))
+    return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def _own_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _host_busy_cpu_seconds() -> float | None:

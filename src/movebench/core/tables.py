@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+#: A point keeps its disturbed launches (measured beside outside load, `disturbed` in their meta and records)
+#: unless this many of its launches were quiet: then those alone are its statistics.
+MIN_QUIET_LAUNCHES = 2
+
 
 def counted(table):
     """The measured repetitions: warm-ups and failed repetitions left out.
@@ -13,4 +17,18 @@ def counted(table):
         return [r for r in table if not r["warmup"] and r.get("ok", True)]
     if table.empty:
         return table
-    return table[~table["warmup"].astype(bool) & table["ok"].astype(bool)]
+    table = table[~table["warmup"].astype(bool) & table["ok"].astype(bool)]
+    return quiet(table)
+
+
+def quiet(table):
+    """`table` less the disturbed launches of every point that has MIN_QUIET_LAUNCHES quiet ones."""
+    if table.empty or "disturbed" not in table.columns or "launch" not in table.columns:
+        return table
+    disturbed = table["disturbed"].fillna(False).astype(bool)
+    if not disturbed.any():
+        return table
+    keys = ["family", "point"] if "family" in table.columns else ["point"]
+    quiet_launches = table[~disturbed].groupby(keys)["launch"].nunique()
+    enough = table.set_index(keys).index.map(lambda key: quiet_launches.get(key, 0) >= MIN_QUIET_LAUNCHES)
+    return table[~(disturbed & enough.to_numpy(dtype=bool))]

@@ -46,10 +46,48 @@ def test_an_old_summary_says_one_launch():
     assert row["time a rerun lands in"] == "one launch"
 
 
-def test_points_whose_spread_is_between_launches_are_named():
-    found = findings._between_launches("shuffle", summary(3, 0.3))
-    assert len(found) == 1 and found[0]["level"] == "info"  # the launches already carry it
-    assert found[0]["text"].startswith("shuffle: 2 points: most of their spread is between launches: figures from "
-                                       "one launch would mislead")
-    assert findings._between_launches("shuffle", summary(3, 0.0001)) == []
-    assert findings._between_launches("shuffle", summary(1, 0.3)) == []
+def with_mdc(frame: pd.DataFrame, mdc: float) -> pd.DataFrame:
+    return frame.assign(mdc=mdc)
+
+
+def test_one_precision_line_says_what_each_family_resolves_and_the_between_launch_spread_once():
+    sections = {"shuffle": _section(with_mdc(summary(3, 0.3), 0.12)),
+                "io": _section(with_mdc(summary(3, 0.0001), 0.4))}
+    found = findings._precision(findings.precision(sections))
+    assert len(found) == 1  # one line for the campaign, not one per family
+    text = found[0]["text"]
+    assert "shuffle 12%" in text and "io 40%" in text and "with 3 launches a point" in text
+    assert "In 2 of 4 points most of the spread lies between launches" in text
+    assert findings._precision(findings.precision({"shuffle": _section(summary(1, 0.3))})) == []
+
+
+def test_points_above_the_mdc_target_are_counted_with_why():
+    frame = with_mdc(summary(4, 0.3), 0.5)
+    points = pd.DataFrame({"point": POINTS, "launches.mdc_target": [0.15, 0.15], "launches.max": [4, 4]})
+    frame.loc[frame["point"] == POINTS[1], "launches_left_out"] = 1
+    section = {**_section(frame), "points_table": points}
+    text = findings._precision(findings.precision({"shuffle": section}))[0]["text"]
+    assert ("shuffle 50% (2 of 2 points above the 15% target: 1 between-launch spread (all 4 launches ran: the "
+            "budget), 1 disturbed launches left out)") in text
+
+
+def test_the_host_load_line_says_quiet_or_what_was_disturbed():
+    def section(disturbed, other, retries):
+        table = pd.DataFrame({"source": [f"raw/{i}.jsonl" for i in range(4)], "point": POINTS * 2,
+                              "launch": [0, 0, 1, 1], "disturbed": disturbed, "other_cpus": other,
+                              "disturbed_retries": retries})
+        return {**_section(summary(2, 0.1)), "table": table}
+
+    quiet = findings._host_load(findings.host_load({"shuffle": section([False] * 4, [0.01, 0.02, 0.03, 0.05],
+                                                                       [0] * 4)}))
+    assert quiet[0]["text"].startswith("The host was quiet: other processes kept a median 0.03 CPUs busy while a "
+                                       "launch measured (at most 0.05); none of 4 point-launches was disturbed")
+    busy = findings.host_load({"shuffle": section([True, False, False, False], [0.6, 0.02, 0.3, 0.01],
+                                                  [1, 0, 1, 0])})
+    line = findings._host_load(busy)[0]
+    assert line["level"] == "warn" and busy["disturbed"] == 1 and busy["retried"] == 2
+    assert "2 of 4 point-launches were measured beside outside load and measured again; 1 stayed disturbed" in \
+        line["text"]
+    assert findings.host_load({"shuffle": _section(summary(2, 0.1))}) is None  # results from before launches' load
+
+

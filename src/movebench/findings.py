@@ -8,6 +8,8 @@ them in that order of levels, worst first.
 
 from __future__ import annotations
 
+import pandas as pd
+
 from movebench import bounds, compare, families
 from movebench.core.units import sig
 
@@ -83,23 +85,129 @@ def _above_bound(name: str, summary) -> list[dict]:
 
 #: Above this between-launch share of a point's spread, figures from one launch would mislead.
 BETWEEN_DOMINATES = 0.5
+#: The measures whose detectable change the precision line quotes: what the families' tables lead with.
+PRIMARY_MEASURES = ("bandwidth_Bps", "elapsed_s")
 
 
-def _between_launches(name: str, summary) -> list[dict]:
-    """Points measured in 2 launches or more whose spread is mostly between launches (any measure)."""
-    if summary.empty or "between_share" not in summary.columns or "launches" not in summary.columns:
+def launches_of(sections: dict) -> pd.DataFrame:
+    """One row per launch of a point (a records file): family, point, launch, disturbed, other_cpus, retries."""
+    frames = []
+    for name, section in sections.items():
+        table = section.get("table")
+        if table is None or table.empty or "source" not in table.columns:
+            continue
+        columns = [c for c in ("point", "launch", "disturbed", "other_cpus", "disturbed_retries") if c in table]
+        frames.append(table.groupby("source", sort=False)[columns].first().assign(family=name))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def host_load(sections: dict) -> dict | None:
+    """How quiet the host was while the launches measured: outside load per launch, launches disturbed, measured
+    again, left out of the statistics. None when no launch recorded its load (results from before it did)."""
+    launches = launches_of(sections)
+    if launches.empty or "other_cpus" not in launches or launches["other_cpus"].isna().all():
+        return None
+    load = launches["other_cpus"].dropna()
+    disturbed = launches[launches["disturbed"].fillna(False).astype(bool)] if "disturbed" in launches else launches[:0]
+    left_out = sum(int(section["summary"].groupby("point")["launches_left_out"].max().fillna(0).sum())
+                   for section in sections.values()
+                   if "launches_left_out" in section["summary"].columns and len(section["summary"]))
+    retried = int(launches["disturbed_retries"].fillna(0).gt(0).sum()) if "disturbed_retries" in launches else 0
+    return {"launches": len(launches), "median": float(load.median()), "max": float(load.max()),
+            "disturbed": len(disturbed), "left_out": left_out, "kept": len(disturbed) - left_out,
+            "retried": retried, "quiet": len(disturbed) == 0 and retried == 0,
+            "examples": [f"{r.family} {r.point}" + (f" launch {int(r.launch)}" if r.launch else "")
+                         for r in disturbed.head(3).itertuples()]}
+
+
+def _host_load(load: dict | None) -> list[dict]:
+    if load is None:
         return []
-    rows = summary[(summary["launches"].fillna(1) >= 2) & (summary["between_share"] > BETWEEN_DOMINATES)]
-    if rows.empty:
+    where = "#overview"
+    if load["quiet"]:
+        return [{"level": "info", "link": where,
+                 "text": f"The host was quiet: other processes kept a median {load['median']:.2f} CPUs busy while a "
+                         f"launch measured (at most {load['max']:.2f}); none of {load['launches']} point-launches was "
+                         "disturbed"}]
+    text = (f"The host was busy: {load['retried']} of {load['launches']} point-launches were measured beside outside "
+            f"load and measured again")
+    if load["disturbed"]:
+        text += (f"; {load['disturbed']} stayed disturbed ({load['left_out']} left out of the statistics, "
+                 f"{load['kept']} kept where their point had fewer than 2 quiet launches), e.g. "
+                 + ", ".join(load["examples"]))
+    text += f". Outside load per launch: median {load['median']:.2f} CPUs, at most {load['max']:.2f}"
+    return [{"level": "warn" if load["disturbed"] else "info", "link": where, "text": text}]
+
+
+def precision(sections: dict) -> dict:
+    """Per family, what this campaign can resolve: the median over its points' bandwidth and time of the change a
+    comparison with a rerun finds (`mdc` of the summary); the points that miss the campaign's mdc_target, and why;
+    how many points' spread lies mostly between launches."""
+    out = {"families": {}, "between": 0, "points": 0}
+    for name, section in sections.items():
+        summary = section["summary"]
+        if summary.empty or "mdc" not in summary.columns:
+            continue
+        primary = summary[summary["measure"].isin(PRIMARY_MEASURES) & summary["mdc"].notna()]
+        if primary.empty:
+            continue
+        per_point = primary.groupby("point").agg(mdc=("mdc", "max"), launches=("launches", "max"))
+        target = _target(section)
+        missed = per_point[per_point["mdc"] > target] if target is not None else per_point[:0]
+        why = {}
+        for point in missed.index:
+            why.setdefault(_why_missed(summary, point, section, target), []).append(point)
+        out["families"][name] = {"mdc": float(per_point["mdc"].median()), "points": len(per_point),
+                                 "launches": int(per_point["launches"].median()), "target": target,
+                                 "missed": {reason: len(points) for reason, points in why.items()}}
+        launched = summary[summary["launches"].fillna(1) >= 2]
+        out["between"] += launched[launched["between_share"] > BETWEEN_DOMINATES]["point"].nunique()
+        out["points"] += launched["point"].nunique()
+    return out
+
+
+def _target(section) -> float | None:
+    points = section.get("points_table")
+    if points is None or "launches.mdc_target" not in points.columns:
+        return None
+    values = points["launches.mdc_target"].dropna()
+    return float(values.iloc[0]) if len(values) else None
+
+
+def _why_missed(summary, point: str, section, target: float) -> str:
+    rows = summary[summary["point"] == point]
+    if "launches_left_out" in rows.columns and rows["launches_left_out"].fillna(0).max() > 0:
+        return "disturbed launches left out"
+    if "launches_disturbed" in rows.columns and rows["launches_disturbed"].fillna(0).max() > 0:
+        return "disturbed launches kept"
+    points = section.get("points_table")
+    top = None
+    if points is not None and "launches.max" in points.columns:
+        values = points["launches.max"].dropna()
+        top = int(values.iloc[0]) if len(values) else None
+    if top is not None and rows["launches"].max() >= top:
+        return f"between-launch spread (all {top} launches ran: the budget)"
+    return "too few launches (the run stopped before them)"
+
+
+def _precision(found: dict) -> list[dict]:
+    if not found["families"]:
         return []
-    worst = rows.sort_values("between_share", ascending=False).iloc[0]
-    n = rows["point"].nunique()
-    # info, not a warning: the campaign measured several launches, so its intervals and verdicts already carry
-    # that spread; what the line tells is how the machine behaves, not that a figure is wrong
-    return [{"level": "info", "link": f"#{name}-summary",
-             "text": f"{name}: {n} point{'s' if n > 1 else ''}: most of {'their' if n > 1 else 'its'} spread is "
-                     f"between launches: figures from one launch would mislead (the most {worst['point']}, "
-                     f"{100 * worst['between_share']:.0f}% of its {worst['measure']} spread)"}]
+    parts = []
+    for name, f in found["families"].items():
+        part = f"{name} {100 * f['mdc']:.0f}%"
+        if f["target"] is not None and f["missed"]:
+            part += (f" ({sum(f['missed'].values())} of {f['points']} points above the {100 * f['target']:.0f}% "
+                     "target: " + ", ".join(f"{n} {reason}" for reason, n in f["missed"].items()) + ")")
+        parts.append(part)
+    launches = sorted({f["launches"] for f in found["families"].values()})
+    text = ("Detectable change: against a rerun of this campaign, a change of bandwidth or time this large would be "
+            "found (median over each family's points, 80% of the time at the verdicts' 1% level, with "
+            + "/".join(map(str, launches)) + " launches a point): " + "; ".join(parts))
+    if found["between"]:
+        text += (f". In {found['between']} of {found['points']} points most of the spread lies between launches: "
+                 "the intervals and verdicts are over launches, figures from one launch would mislead")
+    return [{"level": "info", "link": "#overview", "text": text}]
 
 
 def _comparison(comparison: dict | None) -> list[dict]:
@@ -153,13 +261,12 @@ def _studies(studies) -> list[dict]:
 
 def build(sections: dict, comparison: dict | None, published: dict, studies=None) -> list[dict]:
     """Every finding, worst first."""
-    items = _studies(studies)
+    items = _host_load(host_load(sections)) + _precision(precision(sections)) + _studies(studies)
     for name, section in sections.items():
         items += _failures(name, section)
         items += _limited(name, section)
         items += _fell_back(name, section)
         items += _above_bound(name, section["summary"])
-        items += _between_launches(name, section["summary"])
     items += _comparison(comparison)
     items += _references(published)
     for name, section in sections.items():

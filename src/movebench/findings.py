@@ -261,7 +261,10 @@ def _studies(studies) -> list[dict]:
 
 def build(sections: dict, comparison: dict | None, published: dict, studies=None) -> list[dict]:
     """Every finding, worst first."""
-    items = _host_load(host_load(sections)) + _precision(precision(sections)) + _studies(studies)
+    # how quiet the host was and what the campaign can resolve come first, whatever their level: every other
+    # finding is read in their light
+    first = _host_load(host_load(sections)) + _precision(precision(sections))
+    items = _studies(studies)
     for name, section in sections.items():
         items += _failures(name, section)
         items += _limited(name, section)
@@ -274,4 +277,4 @@ def build(sections: dict, comparison: dict | None, published: dict, studies=None
             continue
         for text, level in families.report(name).headlines(section["table"], section["summary"]):
             items.append({"level": level, "link": f"#{name}", "text": f"{name}: {text}"})
-    return sorted(items, key=lambda item: LEVELS.index(item["level"]))
+    return first + sorted(items, key=lambda item: LEVELS.index(item["level"]))

@@ -41,7 +41,7 @@ VERDICT_ORDER = ("regressed", NOT_COMPARABLE, ONLY_BASE, ONLY_NEW, "inconclusive
 INCOMPARABLE_KEYS = ("mpi_library", "cpu_model", "launch_grouped")
 COLUMNS = ("family", "variant", "point", "measure", "better", "threshold", "n_base", "n_new", "median_base",
            "median_new", "ratio", "ci_low", "ci_high", "p_value", "launches_base", "launches_new", "unit", "mdc",
-           "mdc_double", "verdict", "comparable", "differs", "differs_detail", "note", "point_new")
+           "mdc_double", "limit", "verdict", "comparable", "differs", "differs_detail", "note", "point_new")
 #: What a one-launch row's interval is worth (its `unit` is "repetitions").
 ONE_LAUNCH = "one launch: the interval is within one launch; a relaunch moves figures more"
 #: Record fields that say how much work a repetition did: a time of different work is not comparable
@@ -49,6 +49,8 @@ ONE_LAUNCH = "one launch: the interval is within one launch; a relaunch moves fi
 WORK_KEYS = ("iterations", "bytes")
 #: CPUs other processes may keep busy during a run before compare warns that it measured a busy host.
 BUSY_OTHER_CPUS = 0.25
+#: Fewer launches a side than this: a row's resolution is limited by its launches rather than their spread.
+FEW_LAUNCHES = 3
 
 
 def direction(family: str | None, measure: str) -> str | None:
@@ -180,6 +182,10 @@ def results_from_tables(path, records: dict, points: dict, run: dict | None = No
             if row.get("status") == "ok" and prints:
                 metas[(name, row["point"])] = {"fingerprint": {c.removeprefix("fingerprint."): _scalar(row[c])
                                                                for c in prints}}
+                rule = {c.removeprefix("launches."): _scalar(row[c]) for c in table.columns
+                        if c.startswith("launches.")}
+                if rule:
+                    metas[(name, row["point"])]["launches"] = rule
     return Results(Path(path), merged, metas, failed, run or {})
 
 
@@ -375,15 +381,49 @@ def _is_time(measure: str) -> bool:
 
 
 def load_warnings(base: Results, new: Results) -> list[str]:
-    """A side that ran while other processes kept CPUs of its host busy measured them too."""
+    """A side that ran while other processes kept CPUs of its host busy measured them too: its launches that
+    stayed disturbed (launch measured them again first), and the run as a whole."""
     lines = []
     for name, res in (("BASE", base), ("NEW", new)):
+        launches = disturbed_launches(res.records)
+        if launches:
+            left_out = sum(1 for d in launches.values() if d["left_out"])
+            worst = max(d["other_cpus"] or 0 for d in launches.values())
+            lines.append(f"{name}: {len(launches)} launches stayed disturbed by outside load (other processes kept up "
+                         f"to {worst:.2f} CPUs busy): {left_out} left out of the statistics, "
+                         f"{len(launches) - left_out} kept where their point had fewer than 2 quiet launches, e.g. "
+                         + ", ".join(f"{f} {p} launch {k}" for f, p, k in list(launches)[:3]))
         load = res.run.get("host_load") or {}
         if (load.get("other_cpus") or 0) > BUSY_OTHER_CPUS:
             lines.append(f"{name} ran while other processes kept {load['other_cpus']:.2f} of the host's "
                          f"{load['cpus']} CPUs busy (the campaign used {load['campaign_cpus']:.2f}): its figures "
                          "include their interference")
     return lines
+
+
+def mdc_target(*sides: Results) -> float | None:
+    """The detectable change the campaigns asked their launches for (`launches: {mdc_target}`), the smallest."""
+    targets = [meta["launches"]["mdc_target"] for res in sides for meta in res.metas.values()
+               if isinstance(meta.get("launches"), dict) and meta["launches"].get("mdc_target") is not None]
+    return min(targets) if targets else None
+
+
+def disturbed_launches(records: pd.DataFrame) -> dict[tuple[str, str, int], dict]:
+    """(family, point, launch) -> {other_cpus, left_out} of each launch whose meta says it stayed disturbed."""
+    if records.empty or "disturbed" not in records.columns:
+        return {}
+    measured = records[~records["warmup"].astype(bool) & records["ok"].astype(bool)]
+    hit = measured[measured["disturbed"].fillna(False).astype(bool)]
+    if hit.empty:
+        return {}
+    kept = counted(measured)
+    kept_keys = set(zip(kept["family"], kept["point"], launch_index(kept), strict=True))
+    out = {}
+    for (family, point, k), rows in hit.groupby(["family", "point", launch_index(hit)], sort=True):
+        other = rows["other_cpus"].dropna() if "other_cpus" in rows else pd.Series(dtype=float)
+        out[(family, point, int(k))] = {"other_cpus": float(other.max()) if len(other) else None,
+                                        "left_out": (family, point, int(k)) not in kept_keys}
+    return out
 
 
 def _values(group: pd.DataFrame | None, measure: str) -> list[float]:
@@ -543,7 +583,11 @@ def compare(base, new, thresholds: dict | None = None, allow_different: bool = F
         if len(bl) >= 2 and len(nl) >= 2:
             spread.setdefault((row["family"], row["measure"]), []).append((bl, nl))
     priors = {key: launch_variance_prior(points) for key, points in spread.items()}
+    touched = {(f, p) for f, p, _ in disturbed_launches(base.records)} | \
+        {(f, p) for f, p, _ in disturbed_launches(new.records)}
     for bl, nl, outcome, row in pending:
+        row["limit"] = limit_of(len(bl), len(nl), (row["family"], row["point"]) in touched
+                                or (row["family"], row["point_new"]) in touched)
         run = (run_variance or {}).get(f"{row['family']}.{row['measure']}")
         result = _judge(bl, nl, priors.get((row["family"], row["measure"])),
                         None if run is None else (run.variance, run.df))
@@ -552,6 +596,7 @@ def compare(base, new, thresholds: dict | None = None, allow_different: bool = F
         rows.append({**row, **{k: v for k, v in result.as_dict().items() if k != "scale"}, "verdict": outcome})
     frame = pd.DataFrame(rows, columns=list(COLUMNS))
     frame.attrs["warnings"] = load_warnings(base, new)
+    frame.attrs["mdc_target"] = mdc_target(base, new)
     frame.attrs["match_ignoring"] = ignoring
     frame.attrs["left_out"] = left_out
     return frame
@@ -625,6 +670,15 @@ def worst(frame: pd.DataFrame, verdict_name: str = "regressed", limit: int = 5) 
     return rows.sort_values("_size", ascending=False).drop(columns="_size").head(limit)
 
 
+def limit_of(launches_base: int, launches_new: int, disturbed: bool) -> str:
+    """What limits a row's resolution: its launches' spread, their number, or launches lost to outside load."""
+    if disturbed:
+        return "disturbed launches"
+    if min(launches_base, launches_new) < FEW_LAUNCHES:
+        return "too few launches"
+    return "between-launch spread"
+
+
 def resolution(row) -> str:
     """What one row can tell: "resolves changes of >= 18% with 3 launches; 6 launches would resolve 12%", or
     ONE_LAUNCH for a row compared on the repetitions."""
@@ -645,11 +699,18 @@ def resolution_lines(frame: pd.DataFrame) -> list[str]:
     lines = []
     judged = frame[~frame["verdict"].isin((ONLY_BASE, ONLY_NEW, NOT_COMPARABLE))]
     launched = judged[(judged["unit"] == "launches") & judged["mdc"].notna()]
+    target = frame.attrs.get("mdc_target")
     for (family, measure), rows in launched.groupby(["family", "measure"], sort=True):
         launches = int(min(rows["launches_base"].median(), rows["launches_new"].median()))
-        lines.append(f"{family} {measure}: resolves changes of >= {100 * rows['mdc'].median():.0f}% with {launches} "
-                     f"launches; {2 * launches} launches would resolve {100 * rows['mdc_double'].median():.0f}% "
-                     f"(median of {len(rows)} point{'s' if len(rows) != 1 else ''})")
+        line = (f"{family} {measure}: resolves changes of >= {100 * rows['mdc'].median():.0f}% with {launches} "
+                f"launches; {2 * launches} launches would resolve {100 * rows['mdc_double'].median():.0f}% "
+                f"(median of {len(rows)} point{'s' if len(rows) != 1 else ''})")
+        missed = rows[rows["mdc"] > target] if target is not None else rows[:0]
+        if len(missed):
+            why = missed["limit"].value_counts() if "limit" in missed else pd.Series(dtype=int)
+            line += (f"; {len(missed)} above the campaign's {100 * target:.0f}% target, limited by "
+                     + ", ".join(f"{reason} ({n})" for reason, n in why.items()))
+        lines.append(line)
     single = len(judged) - len(launched)
     if single:
         lines.append(f"{single} point-measure{'s' if single != 1 else ''} compared on repetitions: {ONE_LAUNCH}")

@@ -121,6 +121,15 @@ def test_an_adaptive_rule_skips_a_launch_once_the_earlier_ones_are_precise_enoug
         records.write_json(raw / meta, {"launch_wall_s": 10.0})
     # the spread is between launches and a launch costs 7 s of 3 s repetitions: one repetition per launch
     assert launch.adaptive_launch(task, out, launch_path("pattern~uni", 2)) == (None, 1)
+    # spread within launches as much as between: the repetitions a launch is worth depend on what it costs
+    _records(raw / "pattern~uni.jsonl", [1.0, 1.3, 0.8])
+    _records(raw / "pattern~uni" / "launch~1.jsonl", [1.5, 1.2, 1.8])
+    assert launch.adaptive_launch(task, out, launch_path("pattern~uni", 2)) == (None, 2)  # 6 s a launch
+    for meta in ("pattern~uni.meta.json", "pattern~uni/launch~1.meta.json"):
+        records.write_json(raw / meta, {"launch_wall_s": 38.0, "launch_group": {"name": "g", "size": 10}})
+    # in a launch group of 10 the wall is the group's: the member's share (3 s) is its own repetitions, the launch
+    # costs it next to nothing, and one repetition a launch is best
+    assert launch.adaptive_launch(task, out, launch_path("pattern~uni", 2)) == (None, 1)
     _records(raw / "pattern~uni" / "launch~1.jsonl", [1.001, 1.0, 1.002])
     why, _ = launch.adaptive_launch(task, out, launch_path("pattern~uni", 2))
     assert why and why.startswith("launches.ci_target 0.05 reached after 2 launches")

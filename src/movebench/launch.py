@@ -358,7 +358,9 @@ def adaptive_launch(task: Task, out: Path, where: str) -> tuple[str | None, int 
     if not isinstance(task.repetitions, int):
         return None, None  # an adaptive repetitions rule decides within the launch
     rep_s = sum(sum(v) for v in values) / sum(len(v) for v in values)
-    walls = [meta.get("launch_wall_s") for _, meta in earlier if meta.get("launch_wall_s")]
+    # a launch group's wall is its members' together: a member's share of it is the wall over the group's size
+    walls = [meta["launch_wall_s"] / ((meta.get("launch_group") or {}).get("size") or 1)
+             for _, meta in earlier if meta.get("launch_wall_s")]
     timed = [sum(r.get("elapsed_s") or 0 for r in recs) for recs, meta in earlier if meta.get("launch_wall_s")]
     within, between = summary.get("sd_within_log"), summary.get("sd_between_log")
     if not walls or not rep_s or not within or between is None:

@@ -11,7 +11,7 @@ from movebench import compare
 POINTS = [f"pattern~uni/nodes~1/ranks~2/message_size~{size}/window~8" for size in (4096, 65536, 262144, 1048576)]
 
 
-def write_run(root, spread: dict[str, float], launches=3, disturbed=(), seed=0, target=0.15):
+def write_run(root, spread: dict[str, float], launches=3, disturbed=(), seed=0, target=0.15, slower=()):
     """A results folder of shuffle points measured in `launches` launches with the given launch spread; the
     launches in `disturbed` ((point, launch)) marked as launch marks them."""
     rng = np.random.default_rng(seed)
@@ -19,7 +19,7 @@ def write_run(root, spread: dict[str, float], launches=3, disturbed=(), seed=0, 
     for point in POINTS:
         params = {k: int(v) if v.isdigit() else v for k, v in (seg.split("~") for seg in point.split("/"))}
         for k in range(launches):
-            shift = rng.normal(0, spread.get(point, 0.02))
+            shift = rng.normal(0, spread.get(point, 0.02)) + (np.log(2) if point in slower else 0.0)
             hit = (point, k) in disturbed
             for rep in range(4):
                 rows.append({"family": "shuffle", "variant": "uni", **params, "point": point, "launch": k,
@@ -68,3 +68,16 @@ def test_disturbed_launches_are_named_and_counted_as_left_out_or_kept(tmp_path):
     assert rows.loc[(POINTS[2], "bandwidth_Bps"), "launches_new"] == 2  # its disturbed launch left out
     assert rows.loc[(POINTS[1], "bandwidth_Bps"), "launches_new"] == 3  # kept: one quiet launch is too few
     assert not any(w.startswith("BASE:") for w in frame.attrs["warnings"])
+
+
+def test_a_change_on_a_side_measured_under_load_is_not_called(tmp_path):
+    base = write_run(tmp_path / "a", {}, seed=1)
+    # every point 2x slower in NEW; POINTS[0]'s launches all disturbed (kept), POINTS[1] one of three (left out)
+    new = write_run(tmp_path / "b", {}, seed=2, slower=POINTS, disturbed={(POINTS[0], k) for k in range(3)}
+                    | {(POINTS[1], 0)})
+    rows = compare.compare(compare.read_results(base), compare.read_results(new)).set_index(["point", "measure"])
+    loaded = rows.loc[(POINTS[0], "elapsed_s")]
+    assert loaded["verdict"] == "inconclusive" and loaded["ratio"] > 1.8
+    assert "inconclusive rather than changed: NEW kept launches disturbed by outside load" in loaded["note"]
+    assert rows.loc[(POINTS[1], "elapsed_s"), "verdict"] == "regressed"  # its disturbed launch was left out
+    assert rows.loc[(POINTS[2], "elapsed_s"), "verdict"] == "regressed"

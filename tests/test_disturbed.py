@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pandas as pd
 import pytest
@@ -105,3 +106,52 @@ def test_the_summary_counts_disturbed_and_left_out_launches():
     assert first["launches"] == 2 and first["launches_disturbed"] == 1 and first["launches_left_out"] == 1
     other = summary[summary["point"] == "other"].iloc[0]
     assert other["launches"] == 3 and other["launches_disturbed"] == 2 and other["launches_left_out"] == 0
+
+
+def test_the_sampler_counts_a_process_as_outside_load_unless_it_is_ours():
+    from movebench.core import envinfo
+
+    spin = subprocess.Popen([PYTHON, "-c", SPIN.format(seconds=1.5)])
+    outside = envinfo.LoadSampler(lambda: [os.getpid()], interval=0.1)
+    ours = envinfo.LoadSampler(lambda: [os.getpid(), spin.pid], interval=0.1)
+    time.sleep(1.0)
+    end = time.time()
+    for sampler in (outside, ours):
+        sampler.stop()
+    spin.kill()
+    spin.wait()
+    # whatever else the host runs, the two differ by the spinning process's CPU (a core, or most of one)
+    difference = outside.window(end - 0.8, end) - ours.window(end - 0.8, end)
+    assert difference > 0.4, difference
+    assert outside.window(end, end) is None  # an empty window says nothing
+
+
+@pytest.mark.mpi
+def test_each_point_of_a_launch_group_is_judged_by_its_own_repetitions(tmp_path):
+    """A group's points each carry the load of their own measuring window; under a load throughout, every one is
+    disturbed and measured again, in a launch of the disturbed points only."""
+    fam = families.load("shuffle")
+    tasks = [fam.task({"pattern": "uni", "nodes": 1, "ranks": 2, "message_size": size, "window": 4},
+                      {"iterations": "auto", "repetition_time": 0.3}, repetitions=2, warmups=0)
+             for size in (4096, 8192)]
+    raw = tmp_path / "raw"
+    outs = [raw / f"p{i}.jsonl" for i in range(2)]
+    metas = [raw / f"p{i}.meta.json" for i in range(2)]
+    env = {**os.environ, launch.DISTURBED_ENV: json.dumps({"other_cpus": 0.3, "retries": 1, "retry_budget_s": 300})}
+    load = subprocess.Popen([PYTHON, "-c", SPIN.format(seconds=120)])
+    try:
+        proc = subprocess.run([PYTHON, "-m", "movebench.launch", "--group",
+                               json.dumps({"name": "g", "group": [t.to_dict() for t in tasks]}), "--launcher",
+                               MPIEXEC, "--records", *map(str, outs), "--metas", *map(str, metas), "--failed",
+                               str(tmp_path / "failed")], capture_output=True, text=True, timeout=300, env=env)
+    finally:
+        load.kill()
+        load.wait()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "2 of 2 points measured" in proc.stderr and "measuring them again" in proc.stderr
+    for meta_file in metas:
+        meta = json.loads(meta_file.read_text())
+        assert meta["disturbed"] is True and len(meta["disturbed_attempts"]) == 1
+        # the load of the point's own repetitions, and the launch's beside it
+        assert meta["host_load"]["other_cpus"] > 0.3 and "launch_other_cpus" in meta["host_load"]
+        assert meta["launch_group"]["size"] == 2

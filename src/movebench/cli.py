@@ -188,11 +188,48 @@ def plan(args) -> int:
           + (f", {packing} points per job" if packing else "")
           + (f", --resources {' '.join(f'{k}={v}' for k, v in resources.items())}" if packing and resources else ""))
     print(cluster.format_plan(jobs, config["campaign"]))
+    print(wall_time_budget(config, raw))
     refused = _refusal(config, args.profile, default_executor="slurm")
     if refused:
         print(refused.replace("refused before any job", "the run would stop before any job"), file=sys.stderr)
         return 1
     return 0
+
+
+def wall_time_budget(config: dict, raw: Path) -> str:
+    """The campaign's wall time one point at a time, priced from the launches of an earlier run in `raw`: per
+    family the seconds of one round (every point's launch k, launch groups once), times the launches a point
+    always runs and at most runs (an adaptive rule's min and max), and the retries' budget."""
+    import json
+    import statistics
+
+    rounds, lines = {}, []
+    for name in config:
+        if name == "campaign" or not (raw / name).is_dir():
+            continue
+        walls: dict[int, dict] = {}
+        for meta_file in (raw / name).rglob("*.meta.json"):
+            meta = json.loads(meta_file.read_text())
+            if meta.get("launch_wall_s") and not meta.get("skipped"):
+                # a launch group's members share its wall: counted once, by its start
+                walls.setdefault(int(meta.get("launch") or 0), {})[meta.get("launch_start")] = meta["launch_wall_s"]
+        if walls:
+            rounds[name] = statistics.median(sum(w.values()) for w in walls.values())
+    retries = float((config["campaign"].get("disturbed") or {}).get("retry_budget_s", 120))
+    if not rounds:
+        return (f"wall time: no earlier run in {raw.parent} to price it; run the campaign once (or a smaller one) "
+                f"and plan again. Disturbed launches may add up to {retries:g} s (campaign.disturbed.retry_budget_s).")
+    low = high = 0.0
+    for name, seconds in rounds.items():
+        rule = config[name].get("launches", 1)
+        least, most = (rule.get("min", 2), rule["max"]) if isinstance(rule, dict) else (int(rule), int(rule))
+        low, high = low + seconds * least, high + seconds * most
+        lines.append(f"{name} {seconds:.0f} s x {least}" + (f"-{most}" if most != least else ""))
+    missing = [name for name in config if name != "campaign" and name not in rounds]
+    return (f"wall time here, one point at a time (a round priced from the launches in {raw}): "
+            + ", ".join(lines) + f": {low:.0f}-{high:.0f} s of launches, plus up to {retries:g} s of disturbed "
+            "launches measured again (campaign.disturbed.retry_budget_s)"
+            + (f"; not priced (no earlier launch): {', '.join(missing)}" if missing else ""))
 
 
 def efficiency(args) -> int:

@@ -583,16 +583,28 @@ def compare(base, new, thresholds: dict | None = None, allow_different: bool = F
         if len(bl) >= 2 and len(nl) >= 2:
             spread.setdefault((row["family"], row["measure"]), []).append((bl, nl))
     priors = {key: launch_variance_prior(points) for key, points in spread.items()}
-    touched = {(f, p) for f, p, _ in disturbed_launches(base.records)} | \
-        {(f, p) for f, p, _ in disturbed_launches(new.records)}
+    touched, kept = {}, {}
+    for side, res in (("BASE", base), ("NEW", new)):
+        for (family, point, _), info in disturbed_launches(res.records).items():
+            touched[(family, point)] = True
+            if not info["left_out"]:
+                kept.setdefault((family, point), set()).add(side)
     for bl, nl, outcome, row in pending:
-        row["limit"] = limit_of(len(bl), len(nl), (row["family"], row["point"]) in touched
-                                or (row["family"], row["point_new"]) in touched)
+        keys = [(row["family"], row["point"]), (row["family"], row["point_new"])]
+        row["limit"] = limit_of(len(bl), len(nl), any(key in touched for key in keys))
+        row["_loaded"] = sorted(set().union(*(kept.get(key, set()) for key in keys)))
         run = (run_variance or {}).get(f"{row['family']}.{row['measure']}")
         result = _judge(bl, nl, priors.get((row["family"], row["measure"])),
                         None if run is None else (run.variance, run.df))
         if outcome is None:
             outcome = verdict(result, row["better"], row["threshold"])
+        loaded = row.pop("_loaded")
+        if loaded and outcome in ("regressed", "improved"):
+            # outside load moves a figure as a change of code would: a side measured under it cannot tell them apart
+            outcome = "inconclusive"
+            row["note"] = "; ".join(filter(None, [row["note"], "inconclusive rather than changed: "
+                                                  f"{' and '.join(loaded)} kept launches disturbed by outside load "
+                                                  "(no 2 quiet ones)"]))
         rows.append({**row, **{k: v for k, v in result.as_dict().items() if k != "scale"}, "verdict": outcome})
     frame = pd.DataFrame(rows, columns=list(COLUMNS))
     frame.attrs["warnings"] = load_warnings(base, new)
@@ -687,8 +699,10 @@ def resolution(row) -> str:
             return "fewer than 2 launches on one side: compared on the repetitions, within one launch"
         return ONE_LAUNCH
     launches = min(int(row["launches_base"]), int(row["launches_new"]))
+    limit = row.get("limit")
     return (f"resolves changes of >= {100 * row['mdc']:.0f}% with {launches} launches; "
-            f"{2 * launches} launches would resolve {100 * row['mdc_double']:.0f}%")
+            f"{2 * launches} launches would resolve {100 * row['mdc_double']:.0f}%"
+            + (f" (limited by {limit})" if isinstance(limit, str) and limit else ""))
 
 
 def resolution_lines(frame: pd.DataFrame) -> list[str]:
@@ -822,7 +836,7 @@ def _render(template: str, frame, base_label, new_label, thresholds, allow_diffe
     one_side = one_side.drop_duplicates(["family", "point"])
     return env.get_template(template).render(
         base=base_label, new=new_label, counts=counts(frame), warnings=frame.attrs.get("warnings", []),
-        headline=headline, families=per_family, matching=matching,
+        headline=headline, families=per_family, matching=matching, resolution=resolution_lines(frame),
         one_side=one_side.to_dict("records"), thresholds=thresholds or {}, default_threshold=DEFAULT_THRESHOLD,
         alpha=ALPHA, min_repetitions=MIN_REPETITIONS, allow_different=allow_different,
         incomparable_keys=INCOMPARABLE_KEYS, id_prefix=id_prefix, level=level,

@@ -54,7 +54,7 @@ from movebench.core.task import Task, launch_path, point_path_of
 from movebench.core.transport import TransportLog
 from movebench.core.transport import check as check_transport
 from movebench.launchers.mpi import ShmWatch
-from movebench.launchers.process import stop_group
+from movebench.launchers.process import descendants, stop_group
 from movebench.services import hold
 
 GRACE_S = 10
@@ -484,6 +484,34 @@ class Attempt:
     overlapped: list
     leftovers: list
     load: dict | None
+    #: the order its points were measured in (their `where`)
+    order: list = dataclasses.field(default_factory=list)
+    #: per point (`where`): CPUs other processes kept busy while its repetitions ran (kernel_start to kernel_end)
+    measuring: dict = dataclasses.field(default_factory=dict)
+
+    def load_of(self, member: "Member") -> dict | None:
+        """The launch's load, with `other_cpus` the load while this member measured when its window is known."""
+        if self.load is None:
+            return None
+        window = self.measuring.get(member.where)
+        if window is None:
+            return self.load
+        return {**self.load, "launch_other_cpus": self.load.get("other_cpus"), "other_cpus": round(window, 3)}
+
+
+def _measuring_windows(to_run, sampler) -> dict:
+    """Each member's load while its repetitions ran, from the kernel_start and kernel_end of its meta."""
+    out = {}
+    for member, _ in to_run:
+        try:
+            meta = json.loads(member.tmp("meta").read_text())
+        except (OSError, ValueError):
+            continue
+        if meta.get("kernel_start") and meta.get("kernel_end"):
+            window = sampler.window(meta["kernel_start"], meta["kernel_end"])
+            if window is not None:
+                out[member.where] = window
+    return out
 
 
 def _measure(to_run, name, members, args, runtime, env, task_path, signals) -> Attempt:
@@ -507,13 +535,15 @@ def _measure(to_run, name, members, args, runtime, env, task_path, signals) -> A
     load = envinfo.HostLoad({"snakemake": signals.starter.pid})
     with hold.held(first.family, [task.point for _, task in to_run]) as services:
         started = time.time()
-        reason, rc, watch = None, None, None
+        reason, rc, watch, sampler = None, None, None, None
         try:
             if signals.name:
                 raise InterruptedError  # before the kernel started: no kernel to start, and none to stop
             run = _Run(argv, env)
             # MPICH's segments; Dragon's are the Dragon launcher's to clean (kv's launcher is not MPI).
             watch = ShmWatch(run.proc.pid) if runtime.is_mpi else None
+            ours = [os.getpid(), signals.starter.pid, *getattr(services, "pids", [])]
+            sampler = envinfo.LoadSampler(lambda: descendants(run.proc.pid) + [p for p in ours if p])
         except InterruptedError:
             run, reason = None, f"interrupted ({signals.name})"
         except OSError as exc:
@@ -525,12 +555,16 @@ def _measure(to_run, name, members, args, runtime, env, task_path, signals) -> A
             for line in run.transport.log_lines():
                 _say(line)
         ended = time.time()
+        if sampler is not None:
+            sampler.stop()
     host_load = load.finish({"services": services.cpu_seconds()})
     overlapped = running.leave()
     leftovers = watch.finish() if watch is not None else []
     if leftovers:
         _say(f"movebench: removed {len(leftovers)} shared-memory segment(s) the job left: {', '.join(leftovers)}")
-    return Attempt(argv, run, rc, reason, started, ended, overlapped, leftovers, host_load)
+    measuring = _measuring_windows(to_run, sampler) if sampler is not None else {}
+    return Attempt(argv, run, rc, reason, started, ended, overlapped, leftovers, host_load,
+                   [m.where for m, _ in to_run], measuring)
 
 
 #: The defaults of `campaign.disturbed` (schemas/config.schema.yaml says why these values).
@@ -653,29 +687,39 @@ def _run_launch(members: list[Member], name: str | None, args, signals: _Signals
         else:
             allocation = None
         policy = DisturbedPolicy.from_env()
-        earlier_attempts: list[dict] = []
+        attempts: dict[str, Attempt] = {}  # each member's last attempt
+        earlier: dict[str, list[dict]] = {m.where: [] for m, _ in to_run}  # its disturbed attempts measured again
+        pending, retries = to_run, 0
         while True:
-            attempt = _measure(to_run, name, members, args, runtime, env, task_path, signals)
-            argv, run, rc, reason = attempt.argv, attempt.run, attempt.rc, attempt.reason
-            started, ended, overlapped, leftovers = attempt.started, attempt.ended, attempt.overlapped, \
-                attempt.leftovers
-            disturbed = policy.disturbed(attempt.load)
-            if not disturbed or reason is not None or rc != 0 or signals.stopped():
+            attempt = _measure(pending, name, members, args, runtime, env, task_path, signals)
+            attempts.update({m.where: attempt for m, _ in pending})
+            if attempt.reason is not None or attempt.rc != 0 or signals.stopped():
                 break
-            granted = policy.grant(len(earlier_attempts), ended - started)
+            # only the points whose own repetitions met the load are measured again, in a launch of their own
+            hit = [(m, t) for m, t in pending if policy.disturbed(attempt.load_of(m))]
+            if not hit:
+                break
+            worst = max(attempt.load_of(m)["other_cpus"] for m, _ in hit)
+            what = f"{len(hit)} of {len(pending)} points" if name else "its repetitions"
+            granted = policy.grant(retries, (attempt.ended - attempt.started) * len(hit) / len(pending))
             if granted is None:
-                _say(f"movebench: {family} {label}: DISTURBED: {disturbed}; kept, marked disturbed (no retry left: "
-                     f"{policy.why_not(len(earlier_attempts))})", sys.stderr)
+                _say(f"movebench: {family} {label}: DISTURBED: other processes kept up to {worst:.2f} CPUs busy "
+                     f"while {what} measured (threshold {policy.other_cpus:g}); kept, marked disturbed (no retry "
+                     f"left: {policy.why_not(retries)})", sys.stderr)
                 break
-            _say(f"movebench: {family} {label}: DISTURBED: {disturbed}; measuring it again after {granted:g} s "
-                 f"(retry {len(earlier_attempts) + 1} of {policy.retries})", sys.stderr)
+            _say(f"movebench: {family} {label}: DISTURBED: other processes kept up to {worst:.2f} CPUs busy while "
+                 f"{what} measured (threshold {policy.other_cpus:g}); measuring {'them' if name else 'it'} again "
+                 f"after {granted:g} s (retry {retries + 1} of {policy.retries})", sys.stderr)
             time.sleep(granted)
             if signals.stopped():
-                break  # the disturbed launch is kept: a stop must not cost a finished measurement
-            earlier_attempts.append({"start": started, "end": ended, "host_load": attempt.load})
-            for member, _ in to_run:
+                break  # the disturbed measurements are kept: a stop must not cost a finished measurement
+            for member, _ in hit:
+                earlier[member.where].append({"start": attempt.started, "end": attempt.ended,
+                                              "host_load": attempt.load_of(member)})
                 for leftover in (member.tmp("out"), member.tmp("meta")):
                     leftover.unlink(missing_ok=True)
+            pending, retries = hit, retries + 1
+        argv, run, rc, reason = attempt.argv, attempt.run, attempt.rc, attempt.reason
         if reason is None and rc != 0:
             reason = f"kernel exited with status {rc}{_signal_of(rc)}"
             if any(marker in line for line in (run.tail if run else ()) for marker in
@@ -683,15 +727,18 @@ def _run_launch(members: list[Member], name: str | None, args, signals: _Signals
                 reason += f" (no space left on a device: {_fullest(members[0].out.parent, to_run[0][1].settings)})"
             elif said := _kernel_reason(run.tail if run else ()):
                 reason += f" ({said})"
-        order = [m.where for m, _ in to_run]
         failures = 0
-        for position, (member, task) in enumerate(to_run):
-            why, recs = _outcome(member, reason)
-            common = {"overlapped_with": overlapped, "shm_segments_removed": leftovers,
-                      "host_load": attempt.load, "disturbed": bool(disturbed),
-                      "disturbed_threshold": policy.other_cpus, "disturbed_attempts": earlier_attempts}
+        for member, task in to_run:
+            mine = attempts[member.where]
+            argv, run, rc, started, ended = mine.argv, mine.run, mine.rc, mine.started, mine.ended
+            why, recs = _outcome(member, mine.reason if mine is not attempt else reason)
+            member_load = mine.load_of(member)
+            common = {"overlapped_with": mine.overlapped, "shm_segments_removed": mine.leftovers,
+                      "host_load": member_load, "disturbed": bool(policy.disturbed(member_load)),
+                      "disturbed_threshold": policy.other_cpus, "disturbed_attempts": earlier[member.where]}
             if name:
-                common["launch_group"] = {"name": name, "size": len(members), "position": position, "order": order}
+                common["launch_group"] = {"name": name, "size": len(members), "order": mine.order,
+                                          "position": mine.order.index(member.where)}
             if why is None:
                 # Finished: recorded even when an interrupt or a later member's failure came after it.
                 meta = json.loads(member.tmp("meta").read_text()) if member.tmp("meta").exists() else {}

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import re
 import resource
 import socket
 import sys
+import time
 from pathlib import Path
 
 REDACTED = "***"
@@ -267,6 +269,63 @@ class HostLoad:
         return {"cpus": os.cpu_count(), "wall_s": round(wall, 3), "busy_cpus": round(busy, 3),
                 **{k: round(v, 3) for k, v in parts.items()},
                 "other_cpus": round(max(busy - sum(parts.values()), 0.0), 3)}
+
+
+class LoadSampler:
+    """What other processes used of the host's CPUs, sampled every `interval` s while a kernel runs, so that each
+    point of a launch group is judged by the load during its own repetitions (`window`), not the launch's.
+
+    Each sample is (wall time, the host's busy CPU seconds, our processes' CPU seconds): ours are `pids()`'s
+    (the kernel's process tree, this process, the snakemake and services beside it), with the children each has
+    reaped, so that a rank that ends moves its time into its parent's rather than out of the sum.
+    """
+
+    def __init__(self, pids, interval: float = 0.25):
+        import threading
+
+        self.pids, self.interval = pids, interval
+        self.samples: list[tuple[float, float, float]] = []
+        self._stop = threading.Event()
+        self._sample()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        busy = _host_busy_cpu_seconds()
+        if busy is None:
+            return
+        ours = sum(v for v in (process_cpu_seconds(pid) for pid in set(self.pids())) if v is not None)
+        self.samples.append((time.time(), busy, ours))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+        self._sample()
+
+    def window(self, start: float, end: float) -> float | None:
+        """CPUs other processes kept busy on average from `start` to `end` (wall times), the samples interpolated;
+        None without two samples around it."""
+        if len(self.samples) < 2 or end <= start:
+            return None
+        times = [t for t, _, _ in self.samples]
+        other = [busy - ours for _, busy, ours in self.samples]
+
+        def at(t: float) -> float:
+            t = min(max(t, times[0]), times[-1])
+            i = max(1, min(len(times) - 1, bisect.bisect_left(times, t)))
+            (t0, o0), (t1, o1) = (times[i - 1], other[i - 1]), (times[i], other[i])
+            return o0 if t1 <= t0 else o0 + (o1 - o0) * (t - t0) / (t1 - t0)
+
+        # a window shorter than the samples' interval gets the rate of the interval around it
+        lo, hi = min(max(start, times[0]), times[-1]), min(max(end, times[0]), times[-1])
+        if hi - lo < self.interval:
+            mid = (lo + hi) / 2
+            lo, hi = max(times[0], mid - self.interval), min(times[-1], mid + self.interval)
+        return max(0.0, (at(hi) - at(lo)) / (hi - lo)) if hi > lo else None
 
 
 def process_cpu_seconds(pid: int) -> float | None:

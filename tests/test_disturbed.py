@@ -155,3 +155,4 @@ def test_each_point_of_a_launch_group_is_judged_by_its_own_repetitions(tmp_path)
         # the load of the point's own repetitions, and the launch's beside it
         assert meta["host_load"]["other_cpus"] > 0.3 and "launch_other_cpus" in meta["host_load"]
         assert meta["launch_group"]["size"] == 2
+        assert meta["launches"] == 1  # the task's rule, for the report's and compare's targets

@@ -744,7 +744,7 @@ def _run_launch(members: list[Member], name: str | None, args, signals: _Signals
                 meta = json.loads(member.tmp("meta").read_text()) if member.tmp("meta").exists() else {}
                 meta.update(launch_start=started, launch_end=ended, launch_wall_s=ended - started,
                             launcher=args.launcher, command=shlex.join(argv), config_hash=args.config_hash,
-                            campaign=args.campaign, task=task.to_dict(), launch=task.launch,
+                            campaign=args.campaign, task=task.to_dict(), launch=task.launch, launches=task.launches,
                             launch_order_seed=_int_or_none(os.environ.get("MOVEBENCH_LAUNCH_ORDER_SEED")), **common)
                 if runtime.is_mpi:
                     meta["transport"] = run.transport.summary()

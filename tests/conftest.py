@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -58,7 +59,7 @@ def snakemake(workdir: Path, *args, profile="local", timeout=600, check=True) ->
 def _own_machine_lock(tmp_path_factory):
     """The suite's campaigns take their own benchmark lock and registry, not the machine's.
 
-    Their launches are never judged disturbed (campaign.DISTURBED_OVERRIDE_ENV).
+    Their launches are never judged disturbed (campaign.DISTURBED_OVERRIDE_ENV, launch.DISTURBED_ENV).
     Campaigns of this session still run one at a time (tests/test_hardening.py tests the lock
     itself); another engineer's suite or benchmark on the machine neither waits for them nor is
     flagged by them.
@@ -66,13 +67,16 @@ def _own_machine_lock(tmp_path_factory):
     from movebench import campaign, machine
 
     folder = tmp_path_factory.mktemp("machine")
-    names = (machine.LOCK_FILE_ENV, machine.POINTS_DIR_ENV, campaign.DISTURBED_OVERRIDE_ENV)
+    from movebench import launch
+
+    names = (machine.LOCK_FILE_ENV, machine.POINTS_DIR_ENV, campaign.DISTURBED_OVERRIDE_ENV, launch.DISTURBED_ENV)
     saved = {name: os.environ.get(name) for name in names}
     os.environ[machine.LOCK_FILE_ENV] = str(folder / "benchmark.lock")
     os.environ[machine.POINTS_DIR_ENV] = str(folder / "points")
     # The suite's tiny campaigns share the host with the suite itself (and a developer's other work): their
     # launches would be disturbed, retried and left out at random. tests/test_disturbed.py turns it back on.
     os.environ[campaign.DISTURBED_OVERRIDE_ENV] = "1000"
+    os.environ[launch.DISTURBED_ENV] = json.dumps({"other_cpus": 1000})  # launches the tests start themselves
     yield
     for name, value in saved.items():
         if value is None:

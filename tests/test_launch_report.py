@@ -89,5 +89,10 @@ def test_the_host_load_line_says_quiet_or_what_was_disturbed():
     assert "2 of 4 point-launches were measured beside outside load and measured again; 1 stayed disturbed" in \
         line["text"]
     assert findings.host_load({"shuffle": _section(summary(2, 0.1))}) is None  # results from before launches' load
+    moment = findings._host_load(findings.host_load({"shuffle": section([False] * 4, [0.01, 0.02, 0.03, 0.05],
+                                                                        [1, 0, 0, 0])}))[0]
+    assert moment["level"] == "info" and moment["text"].startswith(
+        "The host was quiet but for moments: 1 of 4 point-launches met outside load and were measured again, quiet "
+        "the second time")
 
 

@@ -129,6 +129,11 @@ def _host_load(load: dict | None) -> list[dict]:
                  "text": f"The host was quiet: other processes kept a median {load['median']:.2f} CPUs busy while a "
                          f"launch measured (at most {load['max']:.2f}); none of {load['launches']} point-launches was "
                          "disturbed"}]
+    if not load["disturbed"]:
+        return [{"level": "info", "link": where,
+                 "text": f"The host was quiet but for moments: {load['retried']} of {load['launches']} point-launches "
+                         "met outside load and were measured again, quiet the second time. Outside load per "
+                         f"launch: median {load['median']:.2f} CPUs, at most {load['max']:.2f}"}]
     text = (f"The host was busy: {load['retried']} of {load['launches']} point-launches were measured beside outside "
             f"load and measured again")
     if load["disturbed"]:
@@ -187,7 +192,8 @@ def _why_missed(summary, point: str, section, target: float) -> str:
         top = int(values.iloc[0]) if len(values) else None
     if top is not None and rows["launches"].max() >= top:
         return f"between-launch spread (all {top} launches ran: the budget)"
-    return "too few launches (the run stopped before them)"
+    # it skipped a launch at the target, judged on the family's launches so far; the run's whole prior says more
+    return "stopped at the target by the launches then measured"
 
 
 def _precision(found: dict) -> list[dict]:

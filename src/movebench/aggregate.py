@@ -16,7 +16,7 @@ import pandas as pd
 
 from movebench import families
 from movebench.core import records, stats, verdict
-from movebench.core.tables import counted
+from movebench.core.tables import counted, disturbed_launches
 from movebench.core.task import LAUNCH, launch_path, point_path_of
 
 #: Why a point stopped measuring (core.adaptive): the same in every record of a point, kept per point in the summary.
@@ -81,15 +81,15 @@ def summarize(family: str, table: pd.DataFrame) -> pd.DataFrame:
     fam = families.load(family)
     measures = [m.name for m in fam.measures if m.summarize and m.name in table.columns]
     rows = []
-    launch_values = {}  # (row index, measure) -> the point's values per launch, for the detectable change
-    disturbed = _disturbed_launches(table)
+    launch_values = {}  # row index -> the point's values per launch, for the detectable change
+    disturbed: dict[str, list[bool]] = {}  # point -> whether each of its disturbed launches was left out
+    for (_, point, _), info in disturbed_launches(table).items():
+        disturbed.setdefault(point, []).append(info["left_out"])
     for point, group in counted(table).groupby("point", sort=True):
         first = group.iloc[0]
         ident = {"family": family, "variant": first["variant"], "point": point}
         if point in disturbed:
-            kept = set(group.loc[group["disturbed"].fillna(False).astype(bool), LAUNCH]) if "disturbed" in group \
-                else set()
-            ident.update(launches_disturbed=len(disturbed[point]), launches_left_out=len(disturbed[point] - kept))
+            ident.update(launches_disturbed=len(disturbed[point]), launches_left_out=sum(disturbed[point]))
         ident.update({k: first[k] for k in fam.point_keys if k in group.columns})
         ident.update({k: first[k] for k in STOP_COLUMNS if k in group.columns})
         for measure in measures:
@@ -118,14 +118,6 @@ def _with_detectable_change(rows: list[dict], launch_values: dict) -> list[dict]
             values = launch_values[i]
             rows[i]["mdc"] = verdict.compare_launches(values, values, prior=prior).mdc if len(values) >= 2 else None
     return rows
-
-
-def _disturbed_launches(table: pd.DataFrame) -> dict[str, set]:
-    """Point -> its launches measured beside outside load (core.tables.quiet decides which are left out)."""
-    if table.empty or "disturbed" not in table.columns:
-        return {}
-    rows = table[table["disturbed"].fillna(False).astype(bool)]
-    return {point: set(group[LAUNCH]) for point, group in rows.groupby("point")}
 
 
 def flatten_meta(meta: dict, bulky=()) -> dict:

@@ -21,7 +21,7 @@ import pandas as pd
 
 from movebench import resources
 from movebench.core import envinfo
-from movebench.core.tables import counted
+from movebench.core.tables import counted, disturbed_launches
 from movebench.core.verdict import (
     ALPHA,
     DEFAULT_THRESHOLD,
@@ -406,24 +406,6 @@ def mdc_target(*sides: Results) -> float | None:
     targets = [meta["launches"]["mdc_target"] for res in sides for meta in res.metas.values()
                if isinstance(meta.get("launches"), dict) and meta["launches"].get("mdc_target") is not None]
     return min(targets) if targets else None
-
-
-def disturbed_launches(records: pd.DataFrame) -> dict[tuple[str, str, int], dict]:
-    """(family, point, launch) -> {other_cpus, left_out} of each launch whose meta says it stayed disturbed."""
-    if records.empty or "disturbed" not in records.columns:
-        return {}
-    measured = records[~records["warmup"].astype(bool) & records["ok"].astype(bool)]
-    hit = measured[measured["disturbed"].fillna(False).astype(bool)]
-    if hit.empty:
-        return {}
-    kept = counted(measured)
-    kept_keys = set(zip(kept["family"], kept["point"], launch_index(kept), strict=True))
-    out = {}
-    for (family, point, k), rows in hit.groupby(["family", "point", launch_index(hit)], sort=True):
-        other = rows["other_cpus"].dropna() if "other_cpus" in rows else pd.Series(dtype=float)
-        out[(family, point, int(k))] = {"other_cpus": float(other.max()) if len(other) else None,
-                                        "left_out": (family, point, int(k)) not in kept_keys}
-    return out
 
 
 def _values(group: pd.DataFrame | None, measure: str) -> list[float]:

@@ -32,3 +32,27 @@ def quiet(table):
     quiet_launches = table[~disturbed].groupby(keys)["launch"].nunique()
     enough = table.set_index(keys).index.map(lambda key: quiet_launches.get(key, 0) >= MIN_QUIET_LAUNCHES)
     return table[~(disturbed & enough.to_numpy(dtype=bool))]
+
+
+def disturbed_launches(table) -> dict[tuple, dict]:
+    """(family, point, launch) -> {other_cpus, left_out} of each launch in a records DataFrame whose meta says it
+    stayed disturbed (`left_out`: `quiet` takes it out of the statistics). Records without a `family` column (one
+    family's table) are keyed (None, point, launch)."""
+    if table.empty or "disturbed" not in table.columns:
+        return {}
+    measured = table[~table["warmup"].astype(bool) & table["ok"].astype(bool)]
+    if "family" not in measured.columns:
+        measured = measured.assign(family=None)
+    launch = measured["launch"].fillna(0).astype(int) if "launch" in measured.columns else 0
+    measured = measured.assign(launch=launch)
+    hit = measured[measured["disturbed"].fillna(False).astype(bool)]
+    if hit.empty:
+        return {}
+    kept = quiet(measured)
+    kept_keys = set(zip(kept["family"], kept["point"], kept["launch"], strict=True))
+    out = {}
+    for (family, point, k), rows in hit.groupby(["family", "point", "launch"], sort=True, dropna=False):
+        other = rows["other_cpus"].dropna() if "other_cpus" in rows else []
+        out[(family, point, int(k))] = {"other_cpus": float(other.max()) if len(other) else None,
+                                        "left_out": (family, point, k) not in kept_keys}
+    return out

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from movebench import claims, families, references
+from movebench.core.layout import ResultsLayout
 
 if TYPE_CHECKING:  # annotations only: `config_problems` runs at config time, without pandas
     import pandas as pd
@@ -75,7 +76,7 @@ def config_problems(config: dict) -> list[tuple[str, object, str]]:
         elif folder.resolve() == here:
             problems.append(("campaign.compare_to", campaign["compare_to"],
                              "is this campaign's own results_dir: name an earlier campaign's results folder"))
-        elif not list((folder / "tables").glob("*.parquet")):
+        elif not ResultsLayout(folder).tabled():
             problems.append(("campaign.compare_to", campaign["compare_to"],
                              "has no tables (tables/<family>.parquet): name the results_dir of a finished campaign"))
     noise = campaign.get("compare_noise_from")
@@ -83,7 +84,7 @@ def config_problems(config: dict) -> list[tuple[str, object, str]]:
         problems.append(("campaign.compare_noise_from", noise,
                          "sets compare_to's thresholds, and compare_to is not set: set it, or leave this null"))
     for pair_folder in noise_folders(campaign):
-        if not list((pair_folder / "tables").glob("*.parquet")):
+        if not ResultsLayout(pair_folder).tabled():
             problems.append(("campaign.compare_noise_from", noise,
                              f"{pair_folder}: no tables (tables/<family>.parquet): name the results_dirs of "
                              "one campaign run two or more times"))

@@ -1,6 +1,6 @@
 """Which movebench modules a module imports, read from the source: the report's rerun trigger and the layering
 test both ask. Every import counts: at the top or deferred inside a function, absolute or relative, and a
-literal `importlib.import_module("movebench....")`."""
+literal `importlib.import_module("movebench....")` (of an f-string, the package its literal part names)."""
 
 from __future__ import annotations
 
@@ -55,10 +55,22 @@ def imports_of(path: Path, name: str | None = None, search: Search | None = None
             for alias in node.names:
                 candidate = f"{module}.{alias.name}"
                 found.add(candidate if module_file(candidate, search) else module)
-        elif (isinstance(node, ast.Call) and _called(node.func) == "import_module" and node.args
-              and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
-            found.add(node.args[0].value)
-    return {name for name in found if name == "movebench" or name.startswith("movebench.")}
+        elif isinstance(node, ast.Call) and _called(node.func) == "import_module" and node.args:
+            named = _literal_prefix(node.args[0])
+            if named:
+                found.add(named)
+    found.discard(".".join(here))  # a package loading its own modules by name
+    # movebench_testcluster too: the layering test proves no campaign module imports it
+    return {name for name in found if name.split(".")[0].startswith("movebench")}
+
+
+def _literal_prefix(arg: ast.expr) -> str:
+    """The module a literal import_module argument names: "a.b" itself, or of f"a.b.{x}" the package a.b."""
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return arg.value
+    if isinstance(arg, ast.JoinedStr) and arg.values and isinstance(arg.values[0], ast.Constant):
+        return str(arg.values[0].value).rpartition(".")[0]
+    return ""
 
 
 def _called(func: ast.expr) -> str:

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from movebench import compare, references
+from movebench import compare, families, references
 from movebench.cli import main
 from movebench.core import envinfo
 
@@ -224,7 +224,7 @@ def test_thresholds_from_an_aa_pair_absorb_launch_to_launch_spread(tmp_path, cap
     assert main(["compare", str(a2), str(a3), "--noise-from", str(a)]) == 2
     assert "at least twice" in capsys.readouterr().err
     # three runs: every pair's ratios pooled
-    three = compare.noise_thresholds([a, a2, a3])
+    three = compare.noise_from([a, a2, a3]).thresholds
     assert three["shuffle.elapsed_s"].points == 18 and three["shuffle.elapsed_s"].threshold > 0.05
 
 
@@ -322,7 +322,7 @@ def test_references_cross_checks():
     assert lines == [
         "  references[0].study = 'nowhere': not a key of `studies`: s",
         "  references[1].id = 'r': already used by an earlier reference: ids must be unique",
-        "  references[1].family = 'teleport': must be one of bcast, calibration, io, kv, shuffle",
+        f"  references[1].family = 'teleport': must be one of {', '.join(families.names())}",
         "  references[2] = {variant: uni, ratio: {numerator: bidi, denominator: uni}}: give `variant` (a metric of "
         "one variant) or `ratio` (two variants' medians), not both",
         "  references[3] = {}: give `variant` (a metric of one variant) or `ratio` (two variants' medians), "

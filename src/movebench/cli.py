@@ -188,7 +188,7 @@ def plan(args) -> int:
           + (f", {packing} points per job" if packing else "")
           + (f", --resources {' '.join(f'{k}={v}' for k, v in resources.items())}" if packing and resources else ""))
     print(cluster.format_plan(jobs, config["campaign"]))
-    print(wall_time_budget(config, raw))
+    print(wall_time_budget(config, layout))
     refused = _refusal(config, args.profile, default_executor="slurm")
     if refused:
         print(refused.replace("refused before any job", "the run would stop before any job"), file=sys.stderr)
@@ -196,14 +196,15 @@ def plan(args) -> int:
     return 0
 
 
-def wall_time_budget(config: dict, raw: Path) -> str:
-    """The campaign's wall time one point at a time, priced from the launches of an earlier run in `raw`: per
+def wall_time_budget(config: dict, layout: ResultsLayout) -> str:
+    """The campaign's wall time one point at a time, priced from the launches of an earlier run there: per
     family the seconds of one round (every point's launch k, launch groups once), times the launches a point
     always runs and at most runs (an adaptive rule's min and max), and the retries' budget."""
     import json
     import statistics
 
     rounds, lines = {}, []
+    raw = layout.raw
     for name in config:
         if name == "campaign" or not (raw / name).is_dir():
             continue
@@ -217,7 +218,7 @@ def wall_time_budget(config: dict, raw: Path) -> str:
             rounds[name] = statistics.median(sum(w.values()) for w in walls.values())
     retries = float((config["campaign"].get("disturbed") or {}).get("retry_budget_s", 120))
     if not rounds:
-        return (f"wall time: no earlier run in {raw.parent} to price it; run the campaign once (or a smaller one) "
+        return (f"wall time: no earlier run in {layout.root} to price it; run the campaign once (or a smaller one) "
                 f"and plan again. Disturbed launches may add up to {retries:g} s (campaign.disturbed.retry_budget_s).")
     low = high = 0.0
     for name, seconds in rounds.items():

@@ -232,12 +232,6 @@ class NoiseThreshold:
     raised: bool  # above what the other thresholds already asked for
 
 
-def noise_thresholds(folders, floor: dict | None = None, allow_different: bool = False) -> dict[str, NoiseThreshold]:
-    """`thresholds_from_noise` of every pair of `folders`: results folders (or `Results`) of one campaign run
-    two or more times."""
-    return noise_from(folders, floor, allow_different).thresholds
-
-
 @dataclass(frozen=True)
 class RunVariance:
     """What the runs of one campaign say a family's measure varies by from run to run, beyond its launches:

@@ -167,8 +167,8 @@ def capture(**extra) -> dict:
 # --- the environment fingerprint: what two runs must share for their numbers to be compared ---
 
 THP_PATH = Path("/sys/kernel/mm/transparent_hugepage/enabled")
-FINGERPRINT_PACKAGES = ("movebench", "mpi4py", "mpich", "numpy", "dragonhpc",
-                        "azure-storage-blob", "azure-storage-file-share", "azure-core")
+#: PACKAGES less those that only read tables and run the workflow: they cannot change a transfer
+FINGERPRINT_PACKAGES = tuple(name for name in PACKAGES if name not in ("pandas", "snakemake"))
 # Tuning variables only: MPI, fabric, OpenMP and allocator settings, and the Dragon knobs its docs tell users to set.
 # Dragon exports dozens of DRAGON_* per run (channel descriptors, puids) that differ every time, hence names, not a
 # prefix; likewise PMI_* and SLURM_* (ranks, job ids) are left out.

@@ -111,7 +111,7 @@ def address(buffer) -> int:
 
 def _vmas():
     """(start, end, AnonHugePages bytes) of every mapping of this process."""
-    # one pass over the text: a bcast launch reads smaps for every point, and a scan per mapping took 6 ms a read
+    # one pass over the text: a bcast launch reads smaps for every point, and a scan per mapping costs far more
     vmas = []
     for m in _SMAPS_LINE.finditer(_SMAPS.read_text()):
         if m.group(1) is not None:

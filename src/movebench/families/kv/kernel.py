@@ -481,7 +481,7 @@ def run_head(task, head_start: float, dragon_startup_s: float, ddicts: GroupDDic
         # A count is a schedule the clients run by themselves, as always; an adaptive rule is told round by round.
         scheduled = task.warmups + policy.max if policy.fixed else None
         # The clients start before the DDict is made, so that their interpreters come up while its managers do
-        # (0.4 s and 0.8 s here, one after the other before); a client waits for its point on its work queue.
+        # rather than after; a client waits for its point on its work queue.
         pool.ensure(clients, nodes)
         try:
             ddict, made = ddicts.acquire(task)

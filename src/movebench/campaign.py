@@ -60,7 +60,7 @@ def job_environment(config: dict, launch_order_seed: int | None = None) -> dict[
     here = str(Path(sys.executable).parent)
     path = os.environ.get("PATH", "")
     env = {"MOVEBENCH_CONFIG_HASH": envinfo.config_hash(config), "MOVEBENCH_CAMPAIGN": config["campaign"]["name"],
-           # looked up once here rather than in every point (0.1-0.2 s each: docs/kernels.md, fixed cost)
+           # looked up once here rather than in every point (0.1-0.2 s each: docs/notes/kernels.md, fixed cost)
            "MOVEBENCH_GIT_COMMIT": envinfo.git_commit() or "",
            "MOVEBENCH_PACKAGES": json.dumps(envinfo.package_versions())}
     if launch_order_seed is not None:

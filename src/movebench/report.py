@@ -287,7 +287,7 @@ def _context(name: str, table: pd.DataFrame, summary: pd.DataFrame, campaign: di
 
 def family_contexts(config: dict, sections: dict, workers: int | None = None) -> dict:
     """Each family's template context: its tables and figures. Drawing the figures is most of the report's time
-    (docs/kernels.md, section 12), so with more than one CPU the families draw in forked processes side by side
+    (docs/notes/kernels.md, section 12), so with more than one CPU the families draw in forked processes side by side
     (`workers`: at most 4, or the CPUs this process may use); a family's context is the same either way."""
     import os
 

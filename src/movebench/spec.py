@@ -279,7 +279,7 @@ class Family:
 
 
 #: MPI's thread level and the pages behind the kernel's buffers: factors of every MPI family that
-#: measures messages (docs/kernels.md, sections 4 and 5), swept like any axis.
+#: measures messages (docs/notes/kernels.md, sections 4 and 5), swept like any axis.
 THREAD_LEVELS = ("single", "funneled", "serialized", "multiple")
 MEMORY_MODES = ("4k", "thp")
 # Added after campaigns had run: their defaults stay out of the path (Axis.implicit).

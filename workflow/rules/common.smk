@@ -117,7 +117,7 @@ def group_resources(group):
 
 # The command every point rule runs; quoted, so that a results_dir with spaces stays one word. launch
 # writes the log itself and keeps stderr for a failure's one line, which the console shows even when
-# the log's disk is full (docs/hardening.md).
+# the log's disk is full (docs/notes/hardening.md).
 LAUNCH = (
     "python -m movebench.launch --task {params.task:q} --launcher {params.launcher:q}"
     " --timeout {params.timeout} --out {output.records:q} --meta {output.meta:q}"

@@ -310,10 +310,10 @@ def test_a_claim_over_nodes_run_on_one_host_is_not_comparable():
 
 
 def test_launches_to_settle_shrinks_the_interval_as_t_over_root_l():
-    need = claims.launches_to_settle(3, half=0.2, distance=0.1)
+    need = references.launches_to_settle(3, half=0.2, distance=0.1)
     assert need is not None and need > 3
     from movebench.core import stats
     ratio = lambda n: stats.t_quantile(0.975, n - 1) / n**0.5  # noqa: E731
     assert 0.2 * ratio(need) / ratio(3) < 0.1 <= 0.2 * ratio(need - 1) / ratio(3)
-    assert claims.launches_to_settle(3, half=0.2, distance=0.0) is None  # the estimate on the edge
-    assert claims.launches_to_settle(1, half=0.2, distance=0.1) is None  # no launch-level spread to scale
+    assert references.launches_to_settle(3, half=0.2, distance=0.0) is None  # the estimate on the edge
+    assert references.launches_to_settle(1, half=0.2, distance=0.1) is None  # no launch-level spread to scale

@@ -398,7 +398,7 @@ def test_check_judges_ratios_and_shows_absolute_figures(tmp_path):
     own = frame.loc["own-baseline"]
     assert own.status == "pass" and own.measured == pytest.approx(1e3 * np.median(_times(10, 2.0, seed=1)))
     lines = references.summary_lines(references.check(results, doc))
-    assert lines[0] == "2 pass, 1 fail, 1 shown, 1 not measured"
+    assert lines[0] == "2 pass, 1 fail, 0 inconclusive, 1 shown, 1 not measured"
     assert any("published on Big Iron" in line for line in lines)
 
 

@@ -54,6 +54,7 @@ from movebench.core import stats
 from movebench.core.problems import schema_problems
 from movebench.core.sizes import SizeError, parse_size
 from movebench.core.tables import counted
+from movebench.references import log_distance, place, settle_words
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -162,48 +163,6 @@ class Figure:
         high = f"{self.high:.3g}" if math.isfinite(self.high) else "inf"
         said = " (its interval reaches 0)" if self.reaches_zero() else ""
         return f"{middle}{unit} [{self.low:.3g}, {high}]{said}"
-
-
-def launches_to_settle(launches: int, half: float, distance: float, most: int = 200) -> int | None:
-    """The launches a rerun would need for an interval of half-width `half` (now, from `launches` launches) to
-    shrink below `distance` (its estimate's distance to the nearest edge that decides), if the estimate and the
-    launch-to-launch spread held: the half-width goes as t(L - 1) / sqrt(L). None: never (the estimate sits on
-    an edge), or more than `most`, or one launch (no launch-level spread to scale)."""
-    if launches < 2 or not distance > 0 or not math.isfinite(half) or half <= 0:
-        return None
-    now = stats.t_quantile(0.975, launches - 1) / math.sqrt(launches)
-    for more in range(launches + 1, most + 1):
-        if half * stats.t_quantile(0.975, more - 1) / math.sqrt(more) / now < distance:
-            return more
-    return None
-
-
-def _settle_text(launches: int, half: float, distance: float) -> str:
-    need = launches_to_settle(launches, half, distance)
-    if need is not None:
-        return f"about {need} launches (now {launches}) would settle it if the estimate held"
-    if launches < 2:
-        return "a rerun with 3 or more launches would give a launch-level interval"
-    return "no number of launches settles it: the estimate sits at the edge" if not distance > 0 else (
-        f"more than 200 launches (now {launches}) would be needed")
-
-
-def _log_distance(figure: Figure, edges) -> tuple[float, float]:
-    """(log half-width of the figure's interval, log distance from its estimate to the nearest positive edge)."""
-    if figure.reaches_zero() or not figure.median > 0:
-        return math.inf, 0.0
-    half = (math.log(figure.high) - math.log(figure.low)) / 2
-    near = [abs(math.log(figure.median) - math.log(e)) for e in edges if e is not None and 0 < e < math.inf]
-    return half, min(near) if near else math.inf
-
-
-def place(low: float, high: float, lo_band: float, hi_band: float) -> str:
-    """Where an interval [low, high] lies against a band: inside, outside or overlaps (NaN counts as overlaps)."""
-    if lo_band <= low and high <= hi_band:
-        return "inside"
-    if high < lo_band or low > hi_band:
-        return "outside"
-    return "overlaps"
 
 
 def _figures(records: pd.DataFrame, claim: dict) -> list[Figure]:
@@ -357,7 +316,7 @@ def _trend(claim, figures):
             distance = min(abs(slope - e) for e in edges) if math.isfinite(slope) and edges else 0.0
             launches = min(f.launches for _, f in points)
             why = (f" (inconclusive: its interval reaches past the claimed {claimed}; "
-                   f"{_settle_text(launches, (high - low) / 2, distance)})")
+                   f"{settle_words(launches, (high - low) / 2, distance)})")
         pts = "; ".join(f"{claim['axis']}={x:g}: {f.text()}" for x, f in points)
         fitted = f"slope {slope:.2f} [{low:.2f}, {high:.2f}]" if math.isfinite(slope) else "no slope"
         parts.append(f"[{_label(rest)}] {fitted} over {len(points)} values{why}: {pts}")
@@ -438,9 +397,9 @@ def _band(claim, figures):
     if status == "inconclusive":
         # the open figure furthest from settling says what a rerun needs
         worst = [f for f, v in zip(figures, verdicts, strict=True) if v == "inconclusive"]
-        f0, (half, distance) = max(((f, _log_distance(f, (low, high))) for f in worst),
+        f0, (half, distance) = max(((f, log_distance(f.median, f.low, f.high, (low, high))) for f in worst),
                                    key=lambda p: p[1][0] - p[1][1])
-        settle = f"; {_settle_text(f0.launches, half, distance)} at {_cell(f0)}"
+        settle = f"; {settle_words(f0.launches, half, distance)} at {_cell(f0)}"
     return status, (f"{inside} of {len(figures)} intervals wholly in [{low:g}, {high:g}]{unit}, {outside} wholly "
                     f"outside{settle}: " + "; ".join(pts)), len(figures)
 

@@ -105,6 +105,9 @@ def validate(document: dict, path=None) -> dict:
             for key in need:
                 if key not in claim:
                     problems.append((f"{where}.{key}", None, f"a {claim['kind']} claim needs `{key}`"))
+            if claim.get("sign") == 0 and "slope" not in claim:
+                problems.append((f"{where}.sign", 0, "a flat trend (sign 0) needs `slope` (e.g. {value: 0, "
+                                                      "within: 0.1}); or give 1 (rises) or -1 (falls)"))
     if problems:
         raise ClaimsError(problems, path)
     return document
@@ -214,6 +217,25 @@ def _figures(records: pd.DataFrame, claim: dict) -> list[Figure]:
         out.append(Figure(top.params, _divide(top.median, bottom.median), _divide(top.low, bottom.high),
                           _divide(top.high, bottom.low), f"{top.label} / {bottom.label}", f"{top.n} / {bottom.n}",
                           top.points + bottom.points, min(top.launches, bottom.launches)))
+    return _best_of(claim, out) if claim.get("best_of") else out
+
+
+def _best_of(claim, figures: list[Figure]) -> list[Figure]:
+    """The best figure over the `best_of` parameters (the study's best design over its tuning): one per cell of
+    the other parameters, by median, higher or lower as the metric's `better` says; its params name the pick."""
+    measure = families.load(claim["family"]).measure.get(claim["metric"])
+    lower = getattr(measure, "better", "higher") == "lower"
+    cells: dict[tuple, list[Figure]] = {}
+    for f in figures:
+        rest = tuple(sorted((k, str(v)) for k, v in f.params.items() if k not in claim["best_of"]))
+        cells.setdefault(rest, []).append(f)
+    out = []
+    for group in cells.values():
+        best = (min if lower else max)(group, key=lambda f: f.median if math.isfinite(f.median) else -math.inf)
+        picked = ", ".join(f"{k}={best.params[k]}" for k in claim["best_of"] if k in best.params)
+        params = {k: v for k, v in best.params.items() if k not in claim["best_of"]}
+        out.append(Figure({**params, "best": f"{picked} of {len(group)}"}, best.median, best.low, best.high,
+                          best.label, best.n, best.points, best.launches))
     return out
 
 
@@ -286,7 +308,7 @@ def _in_range(claim, x: float) -> bool:
 
 def _claimed_slopes(claim) -> tuple[float, float]:
     """The slopes the claim accepts: its sign's side, narrowed to value +- within where it says "linear"."""
-    lo, hi = (0.0, math.inf) if claim["sign"] > 0 else (-math.inf, 0.0)
+    lo, hi = {1: (0.0, math.inf), -1: (-math.inf, 0.0), 0: (-math.inf, math.inf)}[claim["sign"]]
     target = claim.get("slope")
     if target:
         lo, hi = max(lo, target["value"] - target["within"]), min(hi, target["value"] + target["within"])

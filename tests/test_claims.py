@@ -342,3 +342,9 @@ def test_a_flat_trend_needs_its_slope_interval_inside_the_flat_range():
     assert judged(rising, claim).loc["c0"].status == "not reproduced"
     with pytest.raises(claims.ClaimsError, match="needs `slope`"):
         doc({"kind": "trend", "variant": "put", "axis": "nodes", "sign": 0})
+
+
+def test_a_series_with_one_usable_interval_fits_no_slope_and_says_why():
+    trend = doc({"kind": "trend", "variant": "put", "axis": "nodes", "sign": 1})["claims"][0]
+    status, evidence, n = claims._trend(trend, [figure(1.0, 0.9, 1.1, nodes=1), figure(2.0, 0.0, 4.0, nodes=2)])
+    assert status == "inconclusive" and n == 2 and "no slope is fitted" in evidence

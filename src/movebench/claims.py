@@ -333,9 +333,11 @@ def _trend(claim, figures):
             why = ""
         elif verdict == "not reproduced":
             why = f" (its interval lies outside the claimed {claimed})"
+        elif not math.isfinite(slope):
+            why = " (inconclusive: fewer than two axis values have an interval above 0, so no slope is fitted)"
         else:
             edges = [e for e in (lo, hi) if math.isfinite(e)]
-            distance = min(abs(slope - e) for e in edges) if math.isfinite(slope) and edges else 0.0
+            distance = min(abs(slope - e) for e in edges) if edges else 0.0
             launches = min(f.launches for _, f in points)
             why = (f" (inconclusive: its interval reaches past the claimed {claimed}; "
                    f"{settle_words(launches, (high - low) / 2, distance)})")

@@ -53,6 +53,7 @@ from movebench import families, references, resources
 from movebench.core import stats
 from movebench.core.problems import schema_problems
 from movebench.core.sizes import SizeError, parse_size
+from movebench.core.layout import ResultsLayout
 from movebench.core.tables import counted
 from movebench.references import log_distance, place, settle_words
 
@@ -483,7 +484,7 @@ def _stand_ins(claim, figures, conditions: dict) -> list[str]:
 
 
 def conditions_of(results) -> dict[tuple[str, str], dict]:
-    """(family, point) -> `ran_on` of its meta: from the points tables beside the records (tables/<family>_points.csv),
+    """(family, point) -> `ran_on` of its meta: from the points tables beside the records,
     else from the raw metas `compare.read_results` read."""
     import pandas as pd
 
@@ -492,9 +493,11 @@ def conditions_of(results) -> dict[tuple[str, str], dict]:
     out = {}
     for (family, point), meta in (results.metas or {}).items():
         out[(family, point)] = ran_on(flatten_meta(meta))
-    tables = Path(results.path) / "tables"
-    for file in sorted(tables.glob("*_points.csv")) if tables.is_dir() else ():
-        family = file.name.removesuffix("_points.csv")
+    layout = ResultsLayout(Path(results.path))
+    for family in layout.tabled():
+        file = layout.table(family, "points")
+        if not file.exists():
+            continue
         for row in pd.read_csv(file).to_dict("records"):
             if row.get("status", "ok") == "ok":
                 out[(family, row["point"])] = ran_on(row)

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import yaml
 
+from movebench import __version__, cluster, families, verdict_commands
 from movebench import campaign as campaign_run
-from movebench import cluster, families, verdict_commands
 from movebench import config as campaign_config
 from movebench import plan as planning
 from movebench.core.task import LAUNCH, launch_path
@@ -367,8 +367,6 @@ def profiles_help() -> str:
 
 
 def main(argv=None) -> int:
-    from movebench import __version__
-
     parser = argparse.ArgumentParser(prog="python -m movebench", description=__doc__.split("\n\n")[0],
                                      allow_abbrev=False, formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog=textwrap.fill(

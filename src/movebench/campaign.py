@@ -493,7 +493,10 @@ class CampaignRun:
         done, total, of_launches = self.counts()
         free = admission.free_bytes(self.results)[0]
         try:
-            path = report.render_partial(self.config, self.grid)
+            # self.results, not the config's relative results_dir: after a stale lock the run ends back in the
+            # caller's folder, and a relative path would put this run's partial report in the caller's results.
+            config = {**self.config, "campaign": {**self.config["campaign"], "results_dir": str(self.results)}}
+            path = report.render_partial(config, self.grid)
             where = f"partial report at {path}"
         except Exception as exc:  # the run already failed: say why the report is missing, keep the first error
             where = f"no partial report ({exc.strerror if isinstance(exc, OSError) else exc})"

@@ -14,13 +14,14 @@ import signal
 import statistics
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
 import yaml
 
+from movebench import __version__, cluster, families, verdict_commands
 from movebench import campaign as campaign_run
-from movebench import cluster, families, verdict_commands
 from movebench import config as campaign_config
 from movebench import plan as planning
 from movebench.core.layout import ResultsLayout
@@ -340,17 +341,48 @@ def covered(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
+CONFIG_ENV = "MOVEBENCH_CONFIG"
+CONFIGFILE_HELP = (f"the campaign's config file (default: ${CONFIG_ENV} when set, else the profile's, "
+                   f"{DEFAULT_CONFIG}); a file given replaces the whole campaign. Accepted before or after the "
+                   "subcommand")
+
+
+def profiles_help() -> str:
+    """One line per profile folder in profiles/: its name and the first sentence of its config's opening comment."""
+    lines = []
+    for folder in sorted((ROOT / "profiles").iterdir()):
+        if not (folder / "config.yaml").is_file():
+            continue
+        comment = []
+        for line in (folder / "config.yaml").read_text().splitlines():
+            if not line.startswith("#"):
+                break
+            comment.append(line.lstrip("#").strip())
+        text = " ".join(comment)
+        ends = [i for i in (text.find(": "), text.find(". ")) if i >= 0]
+        first = text[: min(ends)] if ends else text.rstrip(".")
+        if first.endswith(")") and " (" in first:  # its pointer to the docs, not what it is
+            first = first[: first.rindex(" (")]
+        lines.append(f"  {folder.name:18s}{first}")
+    return "profiles (--profile NAME, from profiles/; or a profile folder's path):\n" + "\n".join(lines)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m movebench", description=__doc__.split("\n\n")[0],
-                                     allow_abbrev=False)
-    parser.add_argument("--configfile", default=os.environ.get("MOVEBENCH_CONFIG"),
-                        help=f"the campaign (default: the profile's, {DEFAULT_CONFIG})")
+                                     allow_abbrev=False, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=textwrap.fill(
+                                         f"environment: {CONFIG_ENV}=path/to/campaign.yaml names the campaign for "
+                                         "every subcommand, as --configfile does (a --configfile given wins)."))
+    parser.add_argument("--version", action="version", version=f"movebench {__version__}")
+    parser.add_argument("--configfile", default=os.environ.get(CONFIG_ENV), help=CONFIGFILE_HELP)
     sub = parser.add_subparsers(dest="command", required=True)
     p_run = sub.add_parser("run", help="snakemake --profile local (arguments it does not know go to snakemake)",
-                           allow_abbrev=False,
-                           description="Runs `snakemake --profile PROFILE` from the repository; every argument "
-                           "not listed here goes to snakemake: -n, --unlock, targets, --cores ...")
-    p_run.add_argument("--profile", default="local", help="snakemake profile: local or slurm")
+                           allow_abbrev=False, formatter_class=argparse.RawDescriptionHelpFormatter,
+                           description=textwrap.fill("Runs `snakemake --profile PROFILE` from the repository; "
+                                                     "every argument not listed here goes to snakemake: -n, "
+                                                     "--unlock, targets, --cores ..."),
+                           epilog=profiles_help())
+    p_run.add_argument("--profile", default="local", help="snakemake profile, one of those below (default: local)")
     p_plan = sub.add_parser("plan", help="Slurm jobs, nodes and node-hours the campaign asks for, before anything runs")
     p_plan.add_argument("--profile", default="slurm", help="the Slurm profile whose settings size the jobs")
     p_plan.add_argument("--group-components", nargs="+", default=[], metavar="FAMILY=N",
@@ -359,6 +391,9 @@ def main(argv=None) -> int:
                         help="as snakemake's global --resources (nodes, benchmark_slots): how grouped points share")
     sub.add_parser("efficiency", help="share of the last run's wall time inside timed regions")
     verdict_handlers = verdict_commands.add_parsers(sub)
+    for command in sub.choices.values():
+        # SUPPRESS: given only after the subcommand, it must not reset one given before it (or $MOVEBENCH_CONFIG)
+        command.add_argument("--configfile", default=argparse.SUPPRESS, help=CONFIGFILE_HELP)
     args, rest = parser.parse_known_args(argv)
     if args.command == "run":
         return run(args, rest)

@@ -25,6 +25,9 @@ EARLY_SIGNALS: list[int] = []
 if __name__ == "__main__":
     for _sig in (_signal.SIGINT, _signal.SIGTERM):
         _signal.signal(_sig, lambda signum, frame: EARLY_SIGNALS.append(signum))
+    # The point rules start launch with both blocked (launchers.process.BLOCKED_START), so that one sent while Python
+    # started and compiled this module waited: it is delivered now, to the handler above. The kernel inherits the mask.
+    _signal.pthread_sigmask(_signal.SIG_UNBLOCK, {_signal.SIGINT, _signal.SIGTERM})
 
 import argparse
 import collections

@@ -5,6 +5,7 @@ import os
 from movebench import families
 from movebench import campaign, plan
 from movebench.core.layout import ResultsLayout
+from movebench.launchers.process import blocked_start
 
 CAMPAIGN = config["campaign"]
 RESULTS = CAMPAIGN["results_dir"]
@@ -115,18 +116,21 @@ def group_resources(group):
     }
 
 
+# Started with Ctrl-C and SIGTERM held back until launch's handlers are in place (launchers.process.blocked_start).
+START_LAUNCH = " ".join([*blocked_start(), "python -m movebench.launch"])
+
 # The command every point rule runs; quoted, so that a results_dir with spaces stays one word. launch
 # writes the log itself and keeps stderr for a failure's one line, which the console shows even when
 # the log's disk is full (docs/notes/hardening.md).
 LAUNCH = (
-    "python -m movebench.launch --task {params.task:q} --launcher {params.launcher:q}"
+    START_LAUNCH + " --task {params.task:q} --launcher {params.launcher:q}"
     " --timeout {params.timeout} --out {output.records:q} --meta {output.meta:q}"
     " --failed {params.failed:q} --kept {params.kept:q} --log {log:q}"
 )
 
 # A launch group's job: its members' tasks; each member's records, meta and failure record at its own path.
 GROUP_LAUNCH = (
-    "python -m movebench.launch --group {params.tasks:q} --launcher {params.launcher:q}"
+    START_LAUNCH + " --group {params.tasks:q} --launcher {params.launcher:q}"
     " --timeout {params.timeout} --records {output.records:q} --metas {output.meta:q}"
     " --failed {params.failed:q} --kept {params.kept:q} --log {log:q}"
 )

@@ -27,7 +27,7 @@ import pandas as pd
 
 from movebench.core import units as units_
 from movebench.core.sizes import format_size
-from movebench.core.tables import counted
+from movebench.core.tables import LAUNCH_JOB, counted
 
 __all__ = ["BOUND_STYLE", "SIZE", "FamilyReport", "bar_intervals", "bound_line", "copiers", "counted", "figure_uri",
            "html_table", "key_cell", "line_intervals", "median_of", "median_text", "plotting", "ratio", "ratio_text",
@@ -243,21 +243,63 @@ def varying(frame: pd.DataFrame, keys) -> list[str]:
 
 
 def ratio(table: pd.DataFrame, numerator: str, denominator: str, measure: str):
-    """The Hodges-Lehmann ratio numerator / denominator of two points' repetitions of `measure`, with its 95% CI
-    (`movebench.core.verdict.Comparison`), or None when a side has no value."""
-    from movebench.core.verdict import compare_samples
+    """The ratio numerator / denominator of two points of one campaign's `measure`, with its 95% CI, at the level the
+    campaign replicated, the launch (`movebench.core.verdict.Comparison`: `ratio`, `ci_low`, `ci_high`; `unit` says
+    what was counted as one observation, `paired` whether the launches were shared); None when a side has no value.
 
-    rows = counted(table)
-    top = pd.to_numeric(rows.loc[rows["point"] == numerator, measure], errors="coerce").dropna().tolist()
-    bottom = pd.to_numeric(rows.loc[rows["point"] == denominator, measure], errors="coerce").dropna().tolist()
+    Each point's launches are reduced to their medians and compared on the log scale as compare does:
+    - points measured in the same launches (a launch group's members: the same `LAUNCH_JOB` in 2 launches or more)
+      are paired, the t-interval of the per-launch log ratios (`compare_paired_launches`, df = pairs - 1). A
+      launch's effect on its members is shared, in an amount nothing in the records measures; the unpaired test
+      would count it twice as independent noise (too wide when the members move together, too narrow if they
+      moved apart), while each launch's difference is free of it whatever its amount. Launches of either point
+      measured apart from the other's (a member measured again on its own) are left out of a paired ratio: their
+      partner's launch effect is not in them.
+    - points launched apart: Student's t on the two points' log launch medians with their variance moderated
+      toward the family's (`compare_launches` with `launch_variance_prior` over this table's points of `measure`).
+    - a point of one launch: the Hodges-Lehmann interval of the two points' repetitions (`unit` "repetitions"); it
+      knows nothing of how a relaunch moves the figures (`ratio_text` says so).
+    """
+    from movebench.core.verdict import compare_launches, compare_paired_launches, launch_variance_prior
+
+    launches = _launch_values(counted(table), measure)
+    top, bottom = launches.get(numerator), launches.get(denominator)
     if not top or not bottom:
         return None
-    return compare_samples(bottom, top)
+    # a launch of its own is keyed by its index (an int) and pairs with nothing
+    shared = sorted(job for job in set(top) & set(bottom) if isinstance(job, str))
+    if len(shared) >= 2:
+        # not moderated: the family's prior is of one point's launch variance, and a paired difference's is that
+        # less what the launch shares, by an amount the prior does not know; the pairs' own variance, df pairs - 1
+        return compare_paired_launches([bottom[j] for j in shared], [top[j] for j in shared])
+    prior = launch_variance_prior([(list(point.values()),) for point in launches.values()])
+    return compare_launches(list(bottom.values()), list(top.values()), prior=prior)
+
+
+def _launch_values(rows: pd.DataFrame, measure: str) -> dict[str, dict]:
+    """Point -> its values of `measure` per launch, keyed by the launch's `LAUNCH_JOB` when it ran in a launch group's
+    job, else by its launch index; launches with no value left out."""
+    if measure not in rows.columns or rows.empty:
+        return {}
+    frame = pd.DataFrame({
+        "point": rows["point"].to_numpy(),
+        "launch": pd.to_numeric(rows["launch"], errors="coerce").fillna(0).astype(int).to_numpy()
+        if "launch" in rows else 0,
+        "job": rows[LAUNCH_JOB].to_numpy(dtype=object) if LAUNCH_JOB in rows else None,
+        "value": pd.to_numeric(rows[measure], errors="coerce").to_numpy(dtype=float)}).dropna(subset=["value"])
+    out: dict[str, dict] = {}
+    for (point, k), part in frame.groupby(["point", "launch"], sort=True):
+        jobs = part["job"].dropna().unique()
+        out.setdefault(point, {})[str(jobs[0]) if len(jobs) == 1 else int(k)] = part["value"].tolist()
+    return out
 
 
 def ratio_text(result) -> str:
-    """"2.10x [1.90, 2.31]": a ratio with its 95% CI."""
-    return f"{units_.sig(result.ratio)}x [{units_.sig(result.ci_low)}, {units_.sig(result.ci_high)}]"
+    """"2.10x [1.90, 2.31]": a ratio with its 95% CI; a CI of one launch's repetitions says so."""
+    text = f"{units_.sig(result.ratio)}x [{units_.sig(result.ci_low)}, {units_.sig(result.ci_high)}]"
+    if result.unit != "launches":
+        text += " (one launch: the CI spans its repetitions, not a relaunch)"
+    return text
 
 
 def median_text(row, unit: str) -> str:

@@ -111,6 +111,7 @@ class Comparison:
     unit: str = "repetitions"  # "launches" or "repetitions": what the test counts as one observation
     mdc: float | None = None  # minimum detectable change (fraction) at 80% power and ALPHA; launch level only
     mdc_double: float | None = None  # the same with twice the launches on each side
+    paired: bool = False  # launch level only: the two sides measured in the same launches, their differences tested
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -393,6 +394,54 @@ def compare_launches(base, new, confidence: float = CONFIDENCE, alpha: float = A
         mdc = mdc_double = None
     return Comparison(n_base, n_new, med_x, med_y, ratio, ci_low, ci_high, p_value, "log" if positive else "raw",
                       launches_base=n, launches_new=m, unit="launches", mdc=mdc, mdc_double=mdc_double)
+
+
+def compare_paired_launches(base, new, confidence: float = CONFIDENCE, alpha: float = ALPHA) -> Comparison:
+    """NEW against BASE measured in the same launches (a launch group's members): `base[k]` and `new[k]` are the
+    two points' values in launch k. The ratio is exp(mean over launches of log median NEW_k - log median BASE_k);
+    its CI and two-sided p-value come from the one-sample t on those L differences (df = L - 1). What a launch
+    does to both points (its placement, the node's state, what its start left behind) cancels in each
+    difference; the test needs no assumption about how much of it the two share. Fewer than 2 launches, or
+    values <= 0 on one side only: as `compare_launches` (the repetitions pooled; raw medians)."""
+    from movebench.core.stats import t_quantile, t_sf
+
+    pairs = [(b, n) for b, n in zip(base, new, strict=True) if _clean(b).size and _clean(n).size]
+    if len(pairs) < 2:
+        return compare_launches([b for b, _ in pairs], [n for _, n in pairs], confidence, alpha)
+    x, positive_x = launch_centres([b for b, _ in pairs])
+    y, positive_y = launch_centres([n for _, n in pairs])
+    positive = positive_x and positive_y
+    if positive != positive_x:
+        x = np.exp(x)
+    if positive != positive_y:
+        y = np.exp(y)
+    d = y - x
+    pairs_n, diff = d.size, float(d.mean())
+    se = float(d.std(ddof=1)) / math.sqrt(pairs_n)
+    df, df_double = pairs_n - 1, 2 * pairs_n - 1
+    if se > 0:
+        p_value = min(1.0, 2 * t_sf(abs(diff) / se, df))
+        half = t_quantile(0.5 + confidence / 2, df) * se
+        detect = (t_quantile(1 - alpha / 2, df) + t_quantile(MDC_POWER, df)) * se
+        detect_double = (t_quantile(1 - alpha / 2, df_double) + t_quantile(MDC_POWER, df_double)) * se / math.sqrt(2)
+    else:
+        p_value = 1.0 if diff == 0 else 0.0
+        half = detect = detect_double = 0.0
+    med_x, med_y = float(np.median(np.exp(x) if positive else x)), float(np.median(np.exp(y) if positive else y))
+    if positive:
+        ratio, ci_low, ci_high = math.exp(diff), math.exp(diff - half), math.exp(diff + half)
+        mdc, mdc_double = math.exp(detect) - 1, math.exp(detect_double) - 1
+    elif x.mean() > 0:
+        centre = float(x.mean())
+        ratio, ci_low, ci_high = 1 + diff / centre, 1 + (diff - half) / centre, 1 + (diff + half) / centre
+        mdc, mdc_double = detect / centre, detect_double / centre
+    else:
+        ratio = ci_low = ci_high = 1.0 if se == 0 and diff == 0 else float("nan")
+        mdc = mdc_double = None
+    return Comparison(sum(int(_clean(b).size) for b, _ in pairs), sum(int(_clean(n).size) for _, n in pairs),
+                      med_x, med_y, ratio, ci_low, ci_high, p_value, "log" if positive else "raw",
+                      launches_base=pairs_n, launches_new=pairs_n, unit="launches", mdc=mdc, mdc_double=mdc_double,
+                      paired=True)
 
 
 def _satterthwaite(a: float, df_a: float, b: float, df_b: float) -> float:

@@ -9,9 +9,9 @@ overrides only what it shows.
 
 The kit: tables as HTML (`html_table`, `SIZE`), figures as data URIs (`plotting`, `figure_uri`, `bound_line`),
 the summary's 95% CIs on a figure's medians (`line_intervals`, `bar_intervals`), summary rows (`median_of`,
-`median_text`), the counted repetitions (`counted`) and ratios of two points with their confidence interval
-(`ratio`, `ratio_text`), what a figure must name (`varying`), and how many processes can copy at once (`copiers`,
-for bound requests).
+`median_text`), the counted repetitions (`counted`) and ratios of two points with their launch-level confidence
+interval (`ratio`, `ratios`, `ratio_text`), what a figure must name (`varying`), and how many processes can copy at
+once (`copiers`, for bound requests).
 
 This module sits just above `movebench.core` and `movebench.spec` and imports nothing else from movebench:
 families import it, and the report page, bounds, findings and aggregate call what families build with it.
@@ -31,7 +31,7 @@ from movebench.core.tables import LAUNCH_JOB, counted
 
 __all__ = ["BOUND_STYLE", "SIZE", "FamilyReport", "bar_intervals", "bound_line", "copiers", "counted", "figure_uri",
            "html_table", "key_cell", "line_intervals", "median_of", "median_text", "plotting", "ratio", "ratio_text",
-           "varying"]
+           "ratios", "varying"]
 
 
 class FamilyReport:
@@ -260,20 +260,32 @@ def ratio(table: pd.DataFrame, numerator: str, denominator: str, measure: str):
     - a point of one launch: the Hodges-Lehmann interval of the two points' repetitions (`unit` "repetitions"); it
       knows nothing of how a relaunch moves the figures (`ratio_text` says so).
     """
+    return ratios(table, [(numerator, denominator)], measure)[0]
+
+
+def ratios(table: pd.DataFrame, pairs, measure: str) -> list:
+    """`ratio` of each (numerator, denominator) in `pairs`, the table read once."""
     from movebench.core.verdict import compare_launches, compare_paired_launches, launch_variance_prior
 
     launches = _launch_values(counted(table), measure)
-    top, bottom = launches.get(numerator), launches.get(denominator)
-    if not top or not bottom:
-        return None
-    # a launch of its own is keyed by its index (an int) and pairs with nothing
-    shared = sorted(job for job in set(top) & set(bottom) if isinstance(job, str))
-    if len(shared) >= 2:
-        # not moderated: the family's prior is of one point's launch variance, and a paired difference's is that
-        # less what the launch shares, by an amount the prior does not know; the pairs' own variance, df pairs - 1
-        return compare_paired_launches([bottom[j] for j in shared], [top[j] for j in shared])
-    prior = launch_variance_prior([(list(point.values()),) for point in launches.values()])
-    return compare_launches(list(bottom.values()), list(top.values()), prior=prior)
+    prior, fitted = None, False  # the family's, fitted once when a pair of points launched apart needs it
+    out = []
+    for numerator, denominator in pairs:
+        top, bottom = launches.get(numerator), launches.get(denominator)
+        if not top or not bottom:
+            out.append(None)
+            continue
+        # a launch of its own is keyed by its index (an int) and pairs with nothing
+        shared = sorted(job for job in set(top) & set(bottom) if isinstance(job, str))
+        if len(shared) >= 2:
+            # not moderated: the family's prior is of one point's launch variance, and a paired difference's is
+            # that less what the launch shares, by an amount the prior does not know; the pairs' own, df pairs - 1
+            out.append(compare_paired_launches([bottom[j] for j in shared], [top[j] for j in shared]))
+            continue
+        if not fitted:
+            prior, fitted = launch_variance_prior([(list(point.values()),) for point in launches.values()]), True
+        out.append(compare_launches(list(bottom.values()), list(top.values()), prior=prior))
+    return out
 
 
 def _launch_values(rows: pd.DataFrame, measure: str) -> dict[str, dict]:

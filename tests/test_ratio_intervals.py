@@ -18,7 +18,7 @@ from movebench.core.tables import LAUNCH_JOB
 from movebench.core.verdict import compare_samples
 from movebench.reportkit import ratio, ratio_text
 
-POINTS, LAUNCHES, REPS = 6, 3, 10
+POINTS, LAUNCHES, REPS = 12, 3, 10
 SD_LAUNCH, SD_SHARED, SD_REP = 0.15, 0.2, 0.05
 CAMPAIGNS = 800
 NUMERATOR, DENOMINATOR = 4, 1  # the points' true bandwidths are (i + 1) GB/s: a true ratio of 2.5

@@ -247,16 +247,18 @@ def ratio(table: pd.DataFrame, numerator: str, denominator: str, measure: str):
     campaign replicated, the launch (`movebench.core.verdict.Comparison`: `ratio`, `ci_low`, `ci_high`; `unit` says
     what was counted as one observation, `paired` whether the launches were shared); None when a side has no value.
 
-    Each point's launches are reduced to their medians and compared on the log scale as compare does:
+    Each point's launches are reduced to their medians and compared on the log scale, with compare's statistics:
+    Student's t with the variance moderated toward the family's (empirical Bayes, `core.verdict`):
     - points measured in the same launches (a launch group's members: the same `LAUNCH_JOB` in 2 launches or more)
-      are paired, the t-interval of the per-launch log ratios (`compare_paired_launches`, df = pairs - 1). A
-      launch's effect on its members is shared, in an amount nothing in the records measures; the unpaired test
-      would count it twice as independent noise (too wide when the members move together, too narrow if they
-      moved apart), while each launch's difference is free of it whatever its amount. Launches of either point
-      measured apart from the other's (a member measured again on its own) are left out of a paired ratio: their
-      partner's launch effect is not in them.
-    - points launched apart: Student's t on the two points' log launch medians with their variance moderated
-      toward the family's (`compare_launches` with `launch_variance_prior` over this table's points of `measure`).
+      are paired: the t-interval of the per-launch log ratios (`compare_paired_launches`), their variance moderated
+      toward that of the family's other pairs measured together (`paired_variance_prior`). A launch's effect on
+      its members is shared, by an amount nothing in the records names; an unpaired test would count it on both
+      sides as if independent (too wide when the members move together: 98-100% coverage instead of 95% in
+      bench/report_intervals.py), while each launch's ratio is free of it, whatever its amount. Launches of
+      either point measured apart from the other's (a member measured again on its own) are left out of a
+      paired ratio: their partner's launch effect is not in them.
+    - points launched apart: the t-test on the two points' log launch medians, their variance moderated toward the
+      family's (`compare_launches` with `launch_variance_prior` over this table's points of `measure`).
     - a point of one launch: the Hodges-Lehmann interval of the two points' repetitions (`unit` "repetitions"); it
       knows nothing of how a relaunch moves the figures (`ratio_text` says so).
     """
@@ -265,10 +267,16 @@ def ratio(table: pd.DataFrame, numerator: str, denominator: str, measure: str):
 
 def ratios(table: pd.DataFrame, pairs, measure: str) -> list:
     """`ratio` of each (numerator, denominator) in `pairs`, the table read once."""
-    from movebench.core.verdict import compare_launches, compare_paired_launches, launch_variance_prior
+    from movebench.core.verdict import (
+        compare_launches,
+        compare_paired_launches,
+        launch_variance_prior,
+        paired_variance_prior,
+    )
 
     launches = _launch_values(counted(table), measure)
-    prior, fitted = None, False  # the family's, fitted once when a pair of points launched apart needs it
+    together = _measured_together(launches)
+    priors = {}  # the family's, fitted once, when a ratio first needs it
     out = []
     for numerator, denominator in pairs:
         top, bottom = launches.get(numerator), launches.get(denominator)
@@ -278,14 +286,30 @@ def ratios(table: pd.DataFrame, pairs, measure: str) -> list:
         # a launch of its own is keyed by its index (an int) and pairs with nothing
         shared = sorted(job for job in set(top) & set(bottom) if isinstance(job, str))
         if len(shared) >= 2:
-            # not moderated: the family's prior is of one point's launch variance, and a paired difference's is
-            # that less what the launch shares, by an amount the prior does not know; the pairs' own, df pairs - 1
-            out.append(compare_paired_launches([bottom[j] for j in shared], [top[j] for j in shared]))
+            # the prior leaves out the pairs holding either point: a family's groups hold few pairs, and the pair's
+            # own variance counted in the prior too would be counted twice (coverage 92.5% instead of 95% with 3
+            # pairs of 3 launches, bench/report_intervals.py)
+            others = [(b, n) for a, z, b, n in together if not {a, z} & {numerator, denominator}]
+            out.append(compare_paired_launches([bottom[j] for j in shared], [top[j] for j in shared],
+                                               prior=paired_variance_prior(others)))
             continue
-        if not fitted:
-            prior, fitted = launch_variance_prior([(list(point.values()),) for point in launches.values()]), True
-        out.append(compare_launches(list(bottom.values()), list(top.values()), prior=prior))
+        if "apart" not in priors:
+            priors["apart"] = launch_variance_prior([(list(point.values()),) for point in launches.values()])
+        out.append(compare_launches(list(bottom.values()), list(top.values()), prior=priors["apart"]))
     return out
+
+
+def _measured_together(launches: dict[str, dict]) -> list[tuple[str, str, list, list]]:
+    """(point, point, its launches, the other's) of points measured in the same launches (the same launch jobs, 2 or
+    more), for the prior of a paired ratio's variance: each such group's points in order, two at a time, so that
+    no point counts twice (every pair of a group would give the prior far more df than the group's launches hold)."""
+    groups: dict[tuple, list[str]] = {}
+    for point in sorted(launches):
+        jobs = tuple(sorted(k for k in launches[point] if isinstance(k, str)))
+        if len(jobs) >= 2:
+            groups.setdefault(jobs, []).append(point)
+    return [(a, b, [launches[a][j] for j in jobs], [launches[b][j] for j in jobs])
+            for jobs, points in groups.items() for a, b in zip(points[0::2], points[1::2], strict=False)]
 
 
 def _launch_values(rows: pd.DataFrame, measure: str) -> dict[str, dict]:

@@ -26,7 +26,8 @@ The verdict (issue 10): `improved` or `regressed` only when p < `alpha` (1%) and
 is beyond the practical threshold (default 5%) in the metric's direction; `unchanged` when
 the whole 95% CI lies within the threshold; `inconclusive` otherwise, and always when either
 side has fewer than `MIN_REPETITIONS` (6) measured repetitions (one-launch comparisons; a launch-level
-comparison needs 2 launches a side instead, see `compare_launches`). The threshold band is
+comparison needs 2 launches a side instead, see `compare_launches`, and `compare_paired_launches` for two points
+measured in the same launches). The threshold band is
 symmetric on the log scale, [1/(1+t), 1+t], so a time ratio r and the bandwidth ratio 1/r
 of the same point always get the same verdict.
 """

@@ -101,3 +101,15 @@ def test_a_launch_job_is_its_group_and_start():
     assert launch_job(meta) == "nodes~1/ranks~2/launch~0@1700000000.25"
     assert launch_job({"launch_start": 1700000000.25}) is None  # a point launched on its own
     assert launch_job({}) is None  # no meta
+
+
+def test_what_a_launch_group_shares_cancels_in_its_members_ratio():
+    rng = np.random.default_rng(9)
+    table = campaign(rng, grouped=True)
+    # each job moves every member alike, by a factor of 1, 3 and 9: the per-launch ratios do not see it
+    table["bandwidth_Bps"] *= table["launch"].map({0: 1.0, 1: 3.0, 2: 9.0})
+    paired = ratio(table, f"i~{NUMERATOR}", f"i~{DENOMINATOR}", "bandwidth_Bps")
+    apart = ratio(table.drop(columns=[LAUNCH_JOB]), f"i~{NUMERATOR}", f"i~{DENOMINATOR}", "bandwidth_Bps")
+    assert paired.paired and not apart.paired
+    assert paired.ci_low <= 2.5 <= paired.ci_high
+    assert paired.ci_high / paired.ci_low < apart.ci_high / apart.ci_low / 2

@@ -114,7 +114,7 @@ def _running_slurm_cluster():
 def slurm_cluster():
     """The local Slurm test cluster for the whole session: reused when already up, else started here with 2 nodes.
 
-    Its nodes n1, n2 are hosts of their own (network namespaces on 198.18.0.0/24, see docs/slurm-test-cluster.md).
+    Its nodes n1, n2 are hosts of their own (network namespaces on 198.18.0.0/24, see docs/notes/slurm-test-cluster.md).
     Tests that need more: `with slurm_cluster.resized(4):`, shaped links: `with slurm_cluster.shaped("rate=1gbit"):`.
     """
     from movebench_testcluster.slurm import LocalSlurmCluster, missing_binaries

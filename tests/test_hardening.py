@@ -311,7 +311,7 @@ def test_a_killed_rank_leaves_no_segment_of_its_job_and_other_segments_stay(tmp_
     wait_for(mapped, timeout=120, every=0.05)
     theirs = set().union(*(mpi_launcher.mapped_segments(pid) for pid in ranks))
     assert theirs and all((Path("/dev/shm") / name).exists() for name in theirs)
-    time.sleep(0.5)  # mid-point: launch looks every 0.1 s until it has seen the segment (docs/hardening.md)
+    time.sleep(0.5)  # mid-point: launch looks every 0.1 s until it has seen the segment (docs/notes/hardening.md)
     os.kill(ranks[-1], signal.SIGKILL)
     log = proc.communicate(timeout=120)[0]
     assert proc.returncode == 1

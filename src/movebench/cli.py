@@ -23,6 +23,7 @@ from movebench import campaign as campaign_run
 from movebench import cluster, families, verdict_commands
 from movebench import config as campaign_config
 from movebench import plan as planning
+from movebench.core.layout import ResultsLayout
 from movebench.core.task import LAUNCH, launch_path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -89,11 +90,11 @@ def run(args, snakemake_args: list[str]) -> int:
                   file=sys.stderr)
             return 1
     try:
-        results = ROOT / campaign["campaign"]["results_dir"]
+        layout = ResultsLayout.of(campaign, ROOT)
     except (KeyError, TypeError):
         return rc
-    for name, note in (("report.html", ""), ("report.partial.html", " (partial: some points failed or did not run)")):
-        report = (results / name).resolve()
+    for report, note in ((layout.report, ""), (layout.partial_report, " (partial: some points failed or did not run)")):
+        report = report.resolve()
         if report.exists() and report.stat().st_mtime >= started:
             print(f"movebench: report at {report}{note}")
     print(f"movebench: snakemake took {time.time() - started:.0f} s, exit status {rc}")
@@ -161,8 +162,7 @@ def plan(args) -> int:
     for rule, res in (profile.get("set-resources") or {}).items():
         if isinstance(res, dict) and "runtime" in res and rule.endswith("_point"):
             runtime_override[rule.removesuffix("_point")] = int(res["runtime"])
-    raw = Path(config["campaign"]["results_dir"])
-    raw = (raw if raw.is_absolute() else ROOT / raw) / "raw"
+    layout = ResultsLayout.of(config, ROOT)
 
     # Each launch of a point is a job of its own (campaign.launches): the plan counts launches as points.
     launches = {name: planning.planned_launches(config[name]["launches"]) for name in grid}
@@ -171,7 +171,7 @@ def plan(args) -> int:
 
     def done(name, entry):
         point = {k: v for k, v in entry.items() if k != LAUNCH}
-        return (raw / name / f"{launch_path(families.point_path(point), entry[LAUNCH])}.jsonl").exists()
+        return layout.records(name, launch_path(families.point_path(point), entry[LAUNCH])).exists()
 
     # A launch group (launch_groups) is one job: its members' entries, found by their launch paths.
     tasks = planning.tasks(config, grid)
@@ -188,7 +188,7 @@ def plan(args) -> int:
           + (f", {packing} points per job" if packing else "")
           + (f", --resources {' '.join(f'{k}={v}' for k, v in resources.items())}" if packing and resources else ""))
     print(cluster.format_plan(jobs, config["campaign"]))
-    print(wall_time_budget(config, raw))
+    print(wall_time_budget(config, layout))
     refused = _refusal(config, args.profile, default_executor="slurm")
     if refused:
         print(refused.replace("refused before any job", "the run would stop before any job"), file=sys.stderr)
@@ -196,14 +196,15 @@ def plan(args) -> int:
     return 0
 
 
-def wall_time_budget(config: dict, raw: Path) -> str:
-    """The campaign's wall time one point at a time, priced from the launches of an earlier run in `raw`: per
+def wall_time_budget(config: dict, layout: ResultsLayout) -> str:
+    """The campaign's wall time one point at a time, priced from the launches of an earlier run there: per
     family the seconds of one round (every point's launch k, launch groups once), times the launches a point
     always runs and at most runs (an adaptive rule's min and max), and the retries' budget."""
     import json
     import statistics
 
     rounds, lines = {}, []
+    raw = layout.raw
     for name in config:
         if name == "campaign" or not (raw / name).is_dir():
             continue
@@ -217,7 +218,7 @@ def wall_time_budget(config: dict, raw: Path) -> str:
             rounds[name] = statistics.median(sum(w.values()) for w in walls.values())
     retries = float((config["campaign"].get("disturbed") or {}).get("retry_budget_s", 120))
     if not rounds:
-        return (f"wall time: no earlier run in {raw.parent} to price it; run the campaign once (or a smaller one) "
+        return (f"wall time: no earlier run in {layout.root} to price it; run the campaign once (or a smaller one) "
                 f"and plan again. Disturbed launches may add up to {retries:g} s (campaign.disturbed.retry_budget_s).")
     low = high = 0.0
     for name, seconds in rounds.items():
@@ -237,13 +238,13 @@ def efficiency(args) -> int:
     launch's wall time (launch_wall_s in its meta) less the timed seconds of the points it measured, per launch and
     per point (a launch group's cost shared by its points)."""
     config = _load(args.configfile)
-    results = Path(config["campaign"]["results_dir"])
-    if not (results / "campaign_run.json").exists():
-        print(f"movebench: no finished run in {results} (no campaign_run.json, written when snakemake ends): "
+    layout = ResultsLayout.of(config)
+    if not layout.run_record.exists():
+        print(f"movebench: no finished run in {layout.root} (no campaign_run.json, written when snakemake ends): "
               "run the campaign first (snakemake --profile local), or name its config with --configfile",
               file=sys.stderr)
         return 1
-    run_info = json.loads((results / "campaign_run.json").read_text())
+    run_info = json.loads(layout.run_record.read_text())
     timed = counted = 0.0
     per_family: dict[str, float] = {}
     # (family, launch) -> [wall, timed seconds of its points, points]
@@ -253,9 +254,9 @@ def efficiency(args) -> int:
     # Only what the last run measured: the results folder also keeps the points of earlier runs, which a rerun
     # did not redo (and a point whose meta does not say when it ran cannot be placed in either).
     earlier = 0
-    for path in (results / "raw").rglob("*.jsonl"):
-        family = path.relative_to(results / "raw").parts[0]
-        meta_path = path.with_name(path.name[: -len(".jsonl")] + ".meta.json")
+    for path in layout.raw.rglob("*.jsonl"):
+        family = layout.launch_of(path)[0]
+        meta_path = layout.meta_of(path)
         try:
             meta = json.loads(meta_path.read_text())
         except (OSError, json.JSONDecodeError):
@@ -283,7 +284,7 @@ def efficiency(args) -> int:
     wall = run_info["wall_s"]
     print(f"campaign wall time            {wall:8.1f} s")
     if earlier:
-        print(f"  ({earlier} point-launches in {results / 'raw'} were not measured by this run: left out)")
+        print(f"  ({earlier} point-launches in {layout.raw} were not measured by this run: left out)")
     print(f"inside timed regions          {timed:8.1f} s  ({100 * timed / wall:.1f}% of wall, warm-ups included)")
     print(f"  of which counted reps       {counted:8.1f} s  ({100 * counted / wall:.1f}% of wall)")
     for family, seconds in sorted(per_family.items()):

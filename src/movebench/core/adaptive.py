@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 from movebench.core.stats import median_ci_ranks
 
-STOP_REASONS = ("ci_target", "max_repetitions", "max_seconds", "fixed", "failed")
 #: The reasons that mean the CI target was not reached: the report lists these points.
 LIMITS = ("max_repetitions", "max_seconds")
 

@@ -12,7 +12,7 @@ from movebench.spec import BANDWIDTH, ELAPSED, HIGHER, LOWER, Axis, Family, Meas
 DDICT_MIN_MANAGER_BYTES = 3 * 1024**2
 DDICT_HEADROOM = 1.3
 # Resident memory of one Dragon Python process (client, manager, infrastructure), planned with a margin over
-# what was measured (docs/hardening.md, "Admission").
+# what was measured (docs/notes/hardening.md, "Admission").
 PROCESS_RSS_BYTES = 120 * 1024**2
 INFRA_PROCESSES = 5
 KEY_BYTES = 128  # the kernel's; kept here too so that planning never imports the kernel

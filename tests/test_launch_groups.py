@@ -15,6 +15,7 @@ from conftest import snakemake
 from movebench import config as campaign_config
 from movebench import plan
 from movebench.cli import main
+from movebench.reportkit import ratio
 
 STREAM = {"patterns": ["uni"], "ranks": [2], "nodes": [1], "windows": [1], "iterations": 20}
 
@@ -113,6 +114,12 @@ def test_a_launch_group_measures_its_points_in_one_launch_each_with_its_own_reco
     assert log.count("records in") == 3 and "(launch group nodes~1/ranks~2/launch~0, 3 points)" in log
     table = pd.read_parquet(results / "tables" / "shuffle.parquet")
     assert table["point"].nunique() == 3 and sorted(table["launch"].unique()) == [0, 1]
+    # each launch's records name its job, one for the three points measured in it: the report pairs their ratios
+    jobs = table.groupby("launch")["launch_job"].unique()
+    assert [len(j) for j in jobs] == [1, 1] and jobs[0][0] != jobs[1][0]
+    assert jobs[0][0].startswith("nodes~1/ranks~2/launch~0@")
+    first, second = sorted(table["point"].unique())[:2]
+    assert ratio(table, second, first, "bandwidth_Bps").paired
     assert (pd.read_csv(results / "tables" / "shuffle_summary.csv")["launches"] == 2).all()
     assert not list((results / ".kept").rglob("*.jsonl"))  # a launch group that finished keeps no copies
     assert "shuffle_group" not in snakemake(work, "--dry-run").stdout  # done: a rerun runs nothing

@@ -70,7 +70,8 @@ def job_environment(config: dict, launch_order_seed: int | None = None) -> dict[
     if os.environ.get(DISTURBED_OVERRIDE_ENV):
         # a host whose outside load is expected and not the campaign's concern (the test suite's own runs)
         disturbed["other_cpus"] = float(os.environ[DISTURBED_OVERRIDE_ENV])
-    disturbed["ledger"] = str(ResultsLayout(Path(config["campaign"].get("results_dir", "results")).resolve()).retry_ledger)
+    results = Path(config["campaign"].get("results_dir", "results")).resolve()
+    disturbed["ledger"] = str(ResultsLayout(results).retry_ledger)
     env["MOVEBENCH_DISTURBED"] = json.dumps(disturbed)
     if path.split(os.pathsep)[0] != here:
         env["PATH"] = os.pathsep.join([here, path]) if path else here
@@ -480,7 +481,8 @@ class CampaignRun:
         launches: dict[tuple[str, str], list[bool]] = {}
         for family, tasks in self.tasks.items():
             for path in tasks:
-                launches.setdefault((family, point_path_of(path)), []).append(self.layout.records(family, path).exists())
+                found = self.layout.records(family, path).exists()
+                launches.setdefault((family, point_path_of(path)), []).append(found)
         done = sum(all(found) for found in launches.values())
         several = any(len(found) > 1 for found in launches.values())
         runs = [f for found in launches.values() for f in found]

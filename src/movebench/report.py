@@ -22,8 +22,8 @@ import pandas as pd
 
 from movebench import aggregate, bounds, families, findings, report_verdicts, resources
 from movebench.core import records
-from movebench.core.layout import ResultsLayout
 from movebench.core import units as units_
+from movebench.core.layout import ResultsLayout
 from movebench.core.sizes import expand_sizes
 from movebench.core.task import launch_path, planned_launches
 from movebench.reportkit import key_cell, median_of

@@ -11,7 +11,9 @@ CAMPAIGN = config["campaign"]
 RESULTS = CAMPAIGN["results_dir"]
 # where each file of the run lives (core.layout); Snakemake takes the folders as relative strings
 LAYOUT = ResultsLayout(Path(RESULTS))
-RAW, FAILED, LOGS, TABLES, KEPT = (str(p) for p in (LAYOUT.raw, LAYOUT.failed, LAYOUT.logs, LAYOUT.tables, LAYOUT.kept))
+RAW, FAILED, LOGS, TABLES, KEPT = (
+    str(p) for p in (LAYOUT.raw, LAYOUT.failed, LAYOUT.logs, LAYOUT.tables, LAYOUT.kept)
+)
 GRID = plan.grid(config)
 # Family -> launch path -> the launch's task (the point, the kernel's settings, repetitions, launch, ...).
 TASKS = plan.tasks(config, GRID)

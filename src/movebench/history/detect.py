@@ -1,0 +1,211 @@
+"""Change points in one point-measure's series of launch-level estimates, each run weighted by its own uncertainty.
+
+The model: run i's estimate (log scale for positive measures) is y_i = mu_segment + e_i, e_i ~ N(0, s_i^2 + tau^2),
+where s_i is the run's own standard error (from its launches' t-interval, core.stats.launch_summary) and tau^2 the
+run-to-run variance that no run sees from inside (the machine's state that day; docs/compare.md, "Launches"),
+estimated from the series itself and robust to steps and outliers (the median of the successive differences).
+
+A split is tested with the largest weighted two-sample statistic over every split point (a CUSUM of the
+runs' standardized values, each clipped at CLIP standard deviations around its segment's median so that one wild
+run cannot pull a split by itself); its p-value is a parametric bootstrap of the whole procedure, tau's estimate
+included, under one mean. Binary segmentation repeats the test inside each part. On a series with no change the
+first test alone decides, so the chance of any false change point in a series is the test's level, ALPHA
+(docs/notes/history.md has why these choices and what the benchmark measured).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+#: the chance of a false change point in a series with none (per point-measure series, not per run)
+ALPHA = 0.01
+#: the fewest runs of a segment: a single run at either end is never a new level on its own
+MIN_SIZE = 2
+#: standardized values are clipped here around their segment's median before the split statistic
+CLIP = 3.0
+#: bootstrap replicates of the null distribution of the largest split statistic
+REPLICATES = 999
+#: replicates drawn at a time; drawing stops once the p-value is surely above 5 x ALPHA_CEILING
+BATCH = 200
+#: the largest level a caller may ask for and still get the full replicates where it matters
+ALPHA_CEILING = 0.05
+#: chi-square(1) 95% quantile: split points whose statistic lies within this of the largest form the location set
+CHI2_95 = 3.841458820694124
+#: the median of chi-square(1): the successive differences' robust variance scale
+CHI2_MEDIAN = 0.454936423119572
+
+
+@dataclass
+class Change:
+    """A change point: `index` is the first run of the new segment; `low`..`high` the runs where it may have
+    happened (first new run, 95% likelihood set); `size` the new level over the old (or the difference, on a raw
+    scale) with its 95% interval; `p` the split test's bootstrap p-value."""
+
+    index: int
+    low: int
+    high: int
+    size: float
+    size_low: float
+    size_high: float
+    p: float
+    before: float
+    after: float
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Series:
+    """One point-measure's runs in order: estimates, their own standard errors (on the scale of `log`)."""
+
+    y: np.ndarray
+    se: np.ndarray
+    log: bool
+    tau: float = 0.0
+    changes: list[Change] = field(default_factory=list)
+
+
+def prepare(estimates, ci_low, ci_high, se=None) -> Series:
+    """A Series from estimates and either their standard errors or 95% intervals; log scale when every value and
+    bound is positive (ratios, not differences, then). A run with no usable uncertainty gets the series' median."""
+    est = np.asarray(estimates, dtype=float)
+    low, high = np.asarray(ci_low, dtype=float), np.asarray(ci_high, dtype=float)
+    positive = bool(np.all(est > 0) and np.all(np.nan_to_num(low, nan=1.0) > 0))
+    y = np.log(est) if positive else est
+    if se is None:
+        lo = np.log(low) if positive else low
+        hi = np.log(high) if positive else high
+        se = (hi - lo) / (2 * 1.959963984540054)
+    s = np.asarray(se, dtype=float)
+    bad = ~np.isfinite(s) | (s < 0)
+    if bad.all():
+        s = np.zeros_like(y)
+    elif bad.any():
+        s = np.where(bad, np.median(s[~bad]), s)
+    return Series(y=y, se=s, log=positive)
+
+
+def run_to_run_variance(y: np.ndarray, se: np.ndarray) -> np.ndarray:
+    """tau^2 for each row of y (shape (..., n)): the value at which the median of the successive differences'
+    squares over their variance (s_i^2 + s_j^2 + 2 tau^2) is chi-square(1)'s median; 0 when the runs' own errors
+    already explain them. A step moves one difference and an outlier two, so neither inflates it much."""
+    d2 = np.diff(y, axis=-1) ** 2
+    own = se[..., 1:] ** 2 + se[..., :-1] ** 2
+    own = np.broadcast_to(own, d2.shape)
+
+    def excess(t2):
+        return np.median(d2 / np.maximum(own + 2 * t2[..., None], 1e-300), axis=-1) - CHI2_MEDIAN
+
+    lo = np.zeros(d2.shape[:-1])
+    hi = np.max(d2, axis=-1) + 1e-30
+    zero_ok = excess(lo) <= 0
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        above = excess(mid) > 0
+        lo, hi = np.where(above, mid, lo), np.where(above, hi, mid)
+    return np.where(zero_ok, 0.0, (lo + hi) / 2)
+
+
+def split_statistics(y: np.ndarray, var: np.ndarray, min_size: int = MIN_SIZE, centre=None) -> np.ndarray:
+    """The weighted two-sample F statistic at each split k = min_size .. n - min_size (columns), for each row of y,
+    on values clipped at CLIP around `centre` (default: their row's median): the weighted squared difference of
+    the two means over the pooled weighted residual variance. The runs' own variances weigh the runs; the scale
+    they share is estimated at each split, so that a tau estimated too low or too high does not make the test
+    liberal."""
+    sd = np.sqrt(var)
+    if centre is None:
+        centre = np.median(y, axis=-1, keepdims=True)
+    x = centre + np.clip((y - centre) / sd, -CLIP, CLIP) * sd
+    w = np.broadcast_to(1 / var, x.shape)
+    cw, cwx, cwxx = np.cumsum(w, axis=-1), np.cumsum(w * x, axis=-1), np.cumsum(w * x * x, axis=-1)
+    n = x.shape[-1]
+    ks = np.arange(min_size, n - min_size + 1)
+    wl, wxl, wxxl = cw[..., ks - 1], cwx[..., ks - 1], cwxx[..., ks - 1]
+    wr, wxr, wxxr = cw[..., -1:] - wl, cwx[..., -1:] - wxl, cwxx[..., -1:] - wxxl
+    between = (wxl / wl - wxr / wr) ** 2 * wl * wr / (wl + wr)
+    within = (wxxl - wxl**2 / wl + wxxr - wxr**2 / wr) / (n - 2)
+    return between / np.maximum(within, 1e-12 * np.maximum(between, 1e-300))
+
+
+def _seed(y: np.ndarray) -> int:
+    return int.from_bytes(hashlib.sha256(np.ascontiguousarray(y).tobytes()).digest()[:8], "little")
+
+
+def split_test(y: np.ndarray, se: np.ndarray, min_size: int = MIN_SIZE, replicates: int = REPLICATES):
+    """(best split k, its statistic per split, p-value, tau^2) of one segment; None when too short to split.
+
+    The bootstrap draws series of one mean with the runs' own errors and the estimated tau, estimates tau again in
+    each, and takes each one's largest statistic: what the procedure gives when nothing changed. Seeded by the
+    data, so the same store gives the same answer."""
+    n = len(y)
+    if n < 2 * min_size:
+        return None
+    tau2 = float(run_to_run_variance(y, se))
+    var = se**2 + tau2
+    stats = split_statistics(y, var, min_size)
+    observed = float(stats.max())
+    rng = np.random.default_rng(_seed(y))
+    exceed = drawn = 0
+    # in batches: a series far from significance (most are) stops after the first
+    while drawn < replicates:
+        batch = min(BATCH, replicates - drawn)
+        sim = rng.standard_normal((batch, n)) * np.sqrt(var)
+        sim_var = se**2 + run_to_run_variance(sim, se)[:, None]
+        exceed += int(np.sum(split_statistics(sim, sim_var, min_size).max(axis=-1) >= observed - 1e-12))
+        drawn += batch
+        if (1 + exceed) / (1 + drawn) > 5 * ALPHA_CEILING:
+            break
+    p = (1 + exceed) / (drawn + 1)
+    # Where: clipped around each side's own median, so that a large step's clipped side does not pull the split
+    # away from where the level moved (the test above clips around the whole segment's median).
+    k = int(np.argmax(stats)) + min_size
+    centre = np.where(np.arange(n) < k, np.median(y[:k]), np.median(y[k:]))
+    located = split_statistics(y, var, min_size, centre=centre)
+    return int(np.argmax(located)) + min_size, located, p, tau2
+
+
+def detect(series: Series, alpha: float = ALPHA, min_size: int = MIN_SIZE, replicates: int = REPLICATES) -> Series:
+    """Binary segmentation: split where the test says so at `alpha`, then test each part again."""
+    y, se = series.y, series.se
+    n = len(y)
+    series.tau = math.sqrt(float(run_to_run_variance(y, se))) if n >= 3 else 0.0
+    found: list[tuple[int, int, int, float]] = []  # (k, low, high, p)
+    todo = [(0, n)]
+    while todo:
+        a, b = todo.pop()
+        result = split_test(y[a:b], se[a:b], min_size, replicates)
+        if result is None:
+            continue
+        k, stats, p, _ = result
+        if p > alpha:
+            continue
+        close = np.flatnonzero(stats >= stats.max() - CHI2_95) + min_size
+        found.append((a + k, a + int(close.min()), a + int(close.max()), p))
+        todo += [(a, a + k), (a + k, b)]
+    found.sort()
+    bounds = [0] + [k for k, *_ in found] + [n]
+    tau2 = series.tau**2
+    changes = []
+    for i, (k, low, high, p) in enumerate(found):
+        left, right = slice(bounds[i], k), slice(k, bounds[i + 2])
+        wl, wr = 1 / (se[left] ** 2 + tau2), 1 / (se[right] ** 2 + tau2)
+        ml, mr = float(np.sum(wl * y[left]) / wl.sum()), float(np.sum(wr * y[right]) / wr.sum())
+        half = 1.959963984540054 * math.sqrt(1 / wl.sum() + 1 / wr.sum())
+        d = mr - ml
+        scale = math.exp if series.log else (lambda v: v)
+        changes.append(Change(index=k, low=low, high=high, p=p,
+                              size=scale(d), size_low=scale(d - half), size_high=scale(d + half),
+                              before=scale(ml), after=scale(mr)))
+    series.changes = changes
+    return series
+
+
+def worse(change: Change, better: str, log: bool) -> bool:
+    """Whether the change goes the bad way for a measure whose `better` is 'higher' or 'lower'."""
+    up = change.size > 1 if log else change.size > 0
+    return up if better == "lower" else not up

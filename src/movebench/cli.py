@@ -24,6 +24,7 @@ from movebench import cluster, families, verdict_commands
 from movebench import config as campaign_config
 from movebench import plan as planning
 from movebench.core.task import LAUNCH, launch_path
+from movebench.history import cli as history_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = "config/config.yaml"
@@ -357,7 +358,7 @@ def main(argv=None) -> int:
     p_plan.add_argument("--resources", nargs="+", default=[], metavar="NAME=N",
                         help="as snakemake's global --resources (nodes, benchmark_slots): how grouped points share")
     sub.add_parser("efficiency", help="share of the last run's wall time inside timed regions")
-    verdict_handlers = verdict_commands.add_parsers(sub)
+    verdict_handlers = verdict_commands.add_parsers(sub) | history_cli.add_parser(sub)
     args, rest = parser.parse_known_args(argv)
     if args.command == "run":
         return run(args, rest)

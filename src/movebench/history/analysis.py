@@ -62,8 +62,13 @@ def series_of(group: pd.DataFrame) -> detect.Series:
     bad = ~np.isfinite(series.se)
     if bad.all():
         series.se = np.zeros_like(series.y)
-    elif bad.any():
+        return series
+    if bad.any():
         series.se = np.where(bad, np.median(series.se[~bad]), series.se)
+    # the degrees of freedom of each run's own variance: its launches less one, or its repetitions less one
+    launches = group["launches"].fillna(1).to_numpy(float)
+    df = np.where(launches >= 2, launches - 1, group["n"].fillna(2).to_numpy(float) - 1)
+    series.se = detect.moderate(series.se, df)
     return series
 
 

@@ -23,6 +23,8 @@ import numpy as np
 
 #: the chance of a false change point in a series with none (per point-measure series, not per run)
 ALPHA = 0.01
+#: the weight, in degrees of freedom, of the series' typical variance in each run's moderated one
+PRIOR_DF = 4.0
 #: the fewest runs of a segment: a single run at either end is never a new level on its own
 MIN_SIZE = 2
 #: standardized values are clipped here around their segment's median before the split statistic
@@ -90,6 +92,17 @@ def prepare(estimates, ci_low, ci_high, se=None) -> Series:
     return Series(y=y, se=s, log=positive)
 
 
+def moderate(se: np.ndarray, df: np.ndarray, prior_df: float = PRIOR_DF) -> np.ndarray:
+    """Each run's standard error moderated toward the series' typical one (the median variance), as limma's
+    empirical Bayes does (Smyth 2004): (d0 s0^2 + d s^2) / (d0 + d). Three launches give a variance on 2 degrees of
+    freedom, which is as likely to be a fifth of the truth as twice it; unmoderated, a run that happened to agree
+    with itself would outweigh all others and make a split out of nothing."""
+    var = np.asarray(se, dtype=float) ** 2
+    df = np.clip(np.nan_to_num(np.asarray(df, dtype=float), nan=1.0), 1.0, None)
+    prior = float(np.median(var)) if len(var) else 0.0
+    return np.sqrt((prior_df * prior + df * var) / (prior_df + df))
+
+
 def run_to_run_variance(y: np.ndarray, se: np.ndarray) -> np.ndarray:
     """tau^2 for each row of y (shape (..., n)): the value at which the median of the successive differences'
     squares over their variance (s_i^2 + s_j^2 + 2 tau^2) is chi-square(1)'s median; 0 when the runs' own errors
@@ -114,9 +127,9 @@ def run_to_run_variance(y: np.ndarray, se: np.ndarray) -> np.ndarray:
 def split_statistics(y: np.ndarray, var: np.ndarray, min_size: int = MIN_SIZE, centre=None) -> np.ndarray:
     """The weighted two-sample F statistic at each split k = min_size .. n - min_size (columns), for each row of y,
     on values clipped at CLIP around `centre` (default: their row's median): the weighted squared difference of
-    the two means over the pooled weighted residual variance. The runs' own variances weigh the runs; the scale
-    they share is estimated at each split, so that a tau estimated too low or too high does not make the test
-    liberal."""
+    the two means over the pooled weighted residual variance. The runs' own variances (moderated, plus tau) weigh
+    the runs; the scale they share is estimated at each split, so that a tau estimated too low or too high does
+    not make the test liberal (a floor at the runs' own scale did: 3% false alarms at a nominal 1%)."""
     sd = np.sqrt(var)
     if centre is None:
         centre = np.median(y, axis=-1, keepdims=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import io
+import os
 from pathlib import Path
 
 import jinja2
@@ -79,6 +80,15 @@ def newest_run(runs: pd.DataFrame, results: list[analysis.SeriesResult]) -> dict
             "results": last["results"], "series": len(mine), "in_line": len(mine) - len(moved),
             "worse": [(r.label, _size(f.change, r.log)) for r, f in moved if f.worse],
             "better": [(r.label, _size(f.change, r.log)) for r, f in moved if not f.worse]}
+
+
+def link(campaign: dict) -> dict | None:
+    """The report's link to the history page of campaign.history's store, relative to the results folder."""
+    if not campaign.get("history"):
+        return None
+    store_path = Path(campaign["history"]).absolute()
+    href = os.path.relpath(store.default_page(store_path), Path(campaign["results_dir"]).absolute())
+    return {"store": str(store_path), "href": Path(href).as_posix()}
 
 
 def render(store_path, out_path=None, alpha: float = detect.ALPHA) -> Path:

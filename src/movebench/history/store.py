@@ -52,6 +52,18 @@ class StoreError(Exception):
     """A store that cannot be used as it is; the message says why and what to do."""
 
 
+def config_problems(config: dict) -> list[tuple[str, object, str]]:
+    """campaign.history, checked before any job: a file there must be a movebench store this version can add to."""
+    path = config["campaign"].get("history")
+    if not path:
+        return []
+    try:
+        check(Path(path).expanduser())
+    except StoreError as exc:
+        return [("campaign.history", path, str(exc).split(": ", 1)[-1])]
+    return []
+
+
 def default_page(store) -> Path:
     """The history page written beside a store: history.duckdb -> history.html."""
     return Path(store).with_suffix(".html")

@@ -25,8 +25,9 @@ import numpy as np
 ALPHA = 0.01
 #: the weight, in degrees of freedom, of the series' typical variance in each run's moderated one
 PRIOR_DF = 4.0
-#: the fewest runs of a segment: a single run at either end is never a new level on its own
-MIN_SIZE = 2
+#: the fewest runs of a segment: one or two odd runs at either end are never a new level on their own (a side
+#: of 2 has no median that an outlier cannot pull)
+MIN_SIZE = 3
 #: standardized values are clipped here around their segment's median before the split statistic
 CLIP = 3.0
 #: bootstrap replicates of the null distribution of the largest split statistic
@@ -124,25 +125,31 @@ def run_to_run_variance(y: np.ndarray, se: np.ndarray) -> np.ndarray:
     return np.where(zero_ok, 0.0, (lo + hi) / 2)
 
 
-def split_statistics(y: np.ndarray, var: np.ndarray, min_size: int = MIN_SIZE, centre=None) -> np.ndarray:
-    """The weighted two-sample F statistic at each split k = min_size .. n - min_size (columns), for each row of y,
-    on values clipped at CLIP around `centre` (default: their row's median): the weighted squared difference of
-    the two means over the pooled weighted residual variance. The runs' own variances (moderated, plus tau) weigh
-    the runs; the scale they share is estimated at each split, so that a tau estimated too low or too high does
-    not make the test liberal (a floor at the runs' own scale did: 3% false alarms at a nominal 1%)."""
-    sd = np.sqrt(var)
-    if centre is None:
-        centre = np.median(y, axis=-1, keepdims=True)
-    x = centre + np.clip((y - centre) / sd, -CLIP, CLIP) * sd
-    w = np.broadcast_to(1 / var, x.shape)
-    cw, cwx, cwxx = np.cumsum(w, axis=-1), np.cumsum(w * x, axis=-1), np.cumsum(w * x * x, axis=-1)
-    n = x.shape[-1]
-    ks = np.arange(min_size, n - min_size + 1)
-    wl, wxl, wxxl = cw[..., ks - 1], cwx[..., ks - 1], cwxx[..., ks - 1]
-    wr, wxr, wxxr = cw[..., -1:] - wl, cwx[..., -1:] - wxl, cwxx[..., -1:] - wxxl
-    between = (wxl / wl - wxr / wr) ** 2 * wl * wr / (wl + wr)
-    within = (wxxl - wxl**2 / wl + wxxr - wxr**2 / wr) / (n - 2)
-    return between / np.maximum(within, 1e-12 * np.maximum(between, 1e-300))
+def split_statistics(y: np.ndarray, var: np.ndarray, min_size: int = MIN_SIZE, clip: float = CLIP) -> np.ndarray:
+    """The weighted two-sample F statistic at each split k = min_size .. n - min_size (columns), for each row of y:
+    the weighted squared difference of the two sides' means over their pooled weighted residual variance, each
+    side's values clipped at CLIP standard deviations around that side's median (one wild run moves its side's
+    mean by at most CLIP of its standard deviations; a new level of MIN_SIZE runs has a median of its own). The
+    runs' own variances (moderated, plus tau) weigh the runs; the scale they share is estimated at each split, so
+    that a tau estimated too low or too high does not make the test liberal."""
+    n = y.shape[-1]
+    sd = np.broadcast_to(np.sqrt(var), y.shape)
+    w = 1 / sd**2
+    out = []
+    for k in range(min_size, n - min_size + 1):
+        parts = []
+        for side in (slice(0, k), slice(k, n)):
+            v, s_, w_ = y[..., side], sd[..., side], w[..., side]
+            centre = np.median(v, axis=-1, keepdims=True)
+            x = centre + np.clip((v - centre) / s_, -clip, clip) * s_
+            sw = w_.sum(axis=-1)
+            mean = (w_ * x).sum(axis=-1) / sw
+            parts.append((sw, mean, (w_ * (x - mean[..., None]) ** 2).sum(axis=-1)))
+        (wl, ml, ssl), (wr, mr, ssr) = parts
+        between = (ml - mr) ** 2 * wl * wr / (wl + wr)
+        within = (ssl + ssr) / (n - 2)
+        out.append(between / np.maximum(within, 1e-12 * np.maximum(between, 1e-300)))
+    return np.stack(out, axis=-1)
 
 
 def _seed(y: np.ndarray) -> int:
@@ -174,11 +181,9 @@ def split_test(y: np.ndarray, se: np.ndarray, min_size: int = MIN_SIZE, replicat
         if (1 + exceed) / (1 + drawn) > 5 * ALPHA_CEILING:
             break
     p = (1 + exceed) / (drawn + 1)
-    # Where: clipped around each side's own median, so that a large step's clipped side does not pull the split
-    # away from where the level moved (the test above clips around the whole segment's median).
-    k = int(np.argmax(stats)) + min_size
-    centre = np.where(np.arange(n) < k, np.median(y[:k]), np.median(y[k:]))
-    located = split_statistics(y, var, min_size, centre=centre)
+    # Where: unclipped, since clipping makes it cheap to hand the old level's last run to the new side (a clipped
+    # run weighs little wherever it goes) and the split would land a run early.
+    located = split_statistics(y, var, min_size, clip=np.inf)
     return int(np.argmax(located)) + min_size, located, p, tau2
 
 

@@ -57,10 +57,14 @@ def config_problems(config: dict) -> list[tuple[str, object, str]]:
     path = config["campaign"].get("history")
     if not path:
         return []
+    path = Path(path).expanduser()
     try:
-        check(Path(path).expanduser())
+        check_header(path)
+        if path.exists():
+            with locked(path, wait_s=60):
+                check(path)
     except StoreError as exc:
-        return [("campaign.history", path, str(exc).split(": ", 1)[-1])]
+        return [("campaign.history", config["campaign"]["history"], str(exc).split(": ", 1)[-1])]
     return []
 
 
@@ -69,8 +73,8 @@ def default_page(store) -> Path:
     return Path(store).with_suffix(".html")
 
 
-def check(path) -> None:
-    """Refuse, before any write, a file that is not a movebench store of this schema version (it stays untouched)."""
+def check_header(path) -> None:
+    """Refuse a file that is not a DuckDB database at all, from its first bytes (no lock needed, nothing opened)."""
     path = Path(path)
     if not path.exists():
         return
@@ -81,6 +85,15 @@ def check(path) -> None:
     if len(head) < 12 or head[8:12] != MAGIC:
         raise StoreError(f"history store {path}: not a DuckDB database (a corrupt or foreign file); left as it is: "
                          "name another --store (or campaign.history)")
+
+
+def check(path) -> None:
+    """Refuse, before any write, a file that is not a movebench store of this schema version (it stays untouched).
+    Opens it read-only: call it under the store's lock, where no writer has it open."""
+    path = Path(path)
+    check_header(path)
+    if not path.exists():
+        return
     import duckdb
 
     try:
@@ -133,14 +146,14 @@ def connect(path, write: bool):
     import duckdb
 
     path = Path(path)
-    check(path)
+    check_header(path)
     if not write and not path.exists():
         raise StoreError(f"history store {path}: no such file: add a run first (python -m movebench history add "
                          "RESULTS --store PATH)")
     if write:
         path.parent.mkdir(parents=True, exist_ok=True)
     with locked(path):
-        check(path)  # another writer may have created or changed it while this one waited
+        check(path)
         fresh = not path.exists()
         con = duckdb.connect(str(path), read_only=not write)
         try:
@@ -193,8 +206,8 @@ def add(path, run: Run) -> bool:
 def load(path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(runs ordered by start, every estimate joined to its run's campaign and start)."""
     with connect(path, write=False) as con:
-        runs = con.execute("SELECT * FROM runs ORDER BY started, run_id").df()
-        estimates = con.execute(
+        runs = con.sql("SELECT * FROM runs ORDER BY started, run_id").to_arrow_table().to_pandas()
+        estimates = con.sql(
             "SELECT e.*, r.campaign, r.started FROM estimates e JOIN runs r USING (run_id) "
-            "ORDER BY r.campaign, e.family, e.point, e.measure, r.started, e.run_id").df()
+            "ORDER BY r.campaign, e.family, e.point, e.measure, r.started, e.run_id").to_arrow_table().to_pandas()
     return runs, estimates

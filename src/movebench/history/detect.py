@@ -23,6 +23,8 @@ import numpy as np
 
 #: the chance of a false change point in a series with none (per point-measure series, not per run)
 ALPHA = 0.01
+#: a run's variance is at least this: a series of identical values (or one with no uncertainty given) still divides
+VAR_FLOOR = 1e-24
 #: the weight, in degrees of freedom, of the series' typical variance in each run's moderated one
 PRIOR_DF = 4.0
 #: the fewest runs of a segment: one or two odd runs at either end are never a new level on their own (a side
@@ -166,7 +168,7 @@ def split_test(y: np.ndarray, se: np.ndarray, min_size: int = MIN_SIZE, replicat
     if n < 2 * min_size:
         return None
     tau2 = float(run_to_run_variance(y, se))
-    var = se**2 + tau2
+    var = np.maximum(se**2 + tau2, VAR_FLOOR)
     stats = split_statistics(y, var, min_size)
     observed = float(stats.max())
     rng = np.random.default_rng(_seed(y))
@@ -175,7 +177,7 @@ def split_test(y: np.ndarray, se: np.ndarray, min_size: int = MIN_SIZE, replicat
     while drawn < replicates:
         batch = min(BATCH, replicates - drawn)
         sim = rng.standard_normal((batch, n)) * np.sqrt(var)
-        sim_var = se**2 + run_to_run_variance(sim, se)[:, None]
+        sim_var = np.maximum(se**2 + run_to_run_variance(sim, se)[:, None], VAR_FLOOR)
         exceed += int(np.sum(split_statistics(sim, sim_var, min_size).max(axis=-1) >= observed - 1e-12))
         drawn += batch
         if (1 + exceed) / (1 + drawn) > 5 * ALPHA_CEILING:
@@ -211,7 +213,7 @@ def detect(series: Series, alpha: float = ALPHA, min_size: int = MIN_SIZE, repli
     changes = []
     for i, (k, low, high, p) in enumerate(found):
         left, right = slice(bounds[i], k), slice(k, bounds[i + 2])
-        wl, wr = 1 / (se[left] ** 2 + tau2), 1 / (se[right] ** 2 + tau2)
+        wl, wr = 1 / np.maximum(se[left] ** 2 + tau2, VAR_FLOOR), 1 / np.maximum(se[right] ** 2 + tau2, VAR_FLOOR)
         ml, mr = float(np.sum(wl * y[left]) / wl.sum()), float(np.sum(wr * y[right]) / wr.sum())
         half = 1.959963984540054 * math.sqrt(1 / wl.sum() + 1 / wr.sum())
         d = mr - ml

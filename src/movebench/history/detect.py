@@ -127,49 +127,81 @@ def run_to_run_variance(y: np.ndarray, se: np.ndarray) -> np.ndarray:
     return np.where(zero_ok, 0.0, (lo + hi) / 2)
 
 
-def split_statistics(y: np.ndarray, var: np.ndarray, min_size: int = MIN_SIZE, clip: float = CLIP) -> np.ndarray:
-    """The weighted two-sample F statistic at each split k = min_size .. n - min_size (columns), for each row of y:
-    the weighted squared difference of the two sides' means over their pooled weighted residual variance, each
-    side's values clipped at CLIP standard deviations around that side's median (one wild run moves its side's
-    mean by at most CLIP of its standard deviations; a new level of MIN_SIZE runs has a median of its own). The
-    runs' own variances (moderated, plus tau) weigh the runs; the scale they share is estimated at each split, so
-    that a tau estimated too low or too high does not make the test liberal."""
-    n = y.shape[-1]
-    sd = np.broadcast_to(np.sqrt(var), y.shape)
-    w = 1 / sd**2
-    out = []
-    for k in range(min_size, n - min_size + 1):
-        parts = []
-        for side in (slice(0, k), slice(k, n)):
-            v, s_, w_ = y[..., side], sd[..., side], w[..., side]
-            centre = np.median(v, axis=-1, keepdims=True)
-            x = centre + np.clip((v - centre) / s_, -clip, clip) * s_
-            sw = w_.sum(axis=-1)
-            mean = (w_ * x).sum(axis=-1) / sw
-            parts.append((sw, mean, (w_ * (x - mean[..., None]) ** 2).sum(axis=-1)))
-        (wl, ml, ssl), (wr, mr, ssr) = parts
-        between = (ml - mr) ** 2 * wl * wr / (wl + wr)
-        within = (ssl + ssr) / (n - 2)
-        out.append(between / np.maximum(within, 1e-12 * np.maximum(between, 1e-300)))
-    return np.stack(out, axis=-1)
+def clipped(y: np.ndarray, var: np.ndarray) -> np.ndarray:
+    """Each run's value clipped at CLIP of its standard deviations around the median of the runs within 2 of it:
+    one or two odd runs among their neighbours weigh at most CLIP each, while a level held for MIN_SIZE runs or
+    more is its own neighbourhood's median and stays whole (clipping around a whole side's median cut a short
+    regression, fixed after a few runs, down to noise)."""
+    pad = np.full(y.shape[:-1] + (2,), np.nan)
+    window = np.lib.stride_tricks.sliding_window_view(np.concatenate([pad, y, pad], axis=-1), 5, axis=-1)
+    centre = np.nanmedian(window, axis=-1)
+    sd = np.sqrt(np.broadcast_to(var, y.shape))
+    return centre + np.clip((y - centre) / sd, -CLIP, CLIP) * sd
+
+
+def candidates(n: int, min_size: int = MIN_SIZE) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends) of the candidate new levels [s, e) of a segment of n runs: a step (s = 0 or e = n: the level
+    before or after one split) or a stretch within it (two splits: a regression and its fix); each part at least
+    min_size runs."""
+    starts, ends = [], []
+    for s_ in [0, *range(min_size, n - min_size + 1)]:
+        for e in range(s_ + min_size, n + 1):
+            if (s_, e) == (0, n) or (e < n and n - e < min_size) or n - (e - s_) < min_size:
+                continue
+            starts.append(s_)
+            ends.append(e)
+    return np.array(starts, dtype=int), np.array(ends, dtype=int)
+
+
+def level_statistics(y: np.ndarray, var: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The weighted two-level F statistic of each candidate [s, e) (columns) against the runs outside it, for each
+    row of y, on clipped values: the weighted squared difference of the two levels over the pooled weighted
+    residual variance. The runs' own variances (moderated, plus tau) weigh the runs; the scale they share is
+    estimated at each candidate, so that a tau estimated too low or too high does not make the test liberal (a
+    floor at the runs' own scale did: 3% false alarms at a nominal 1%)."""
+    x = clipped(y, var)
+    w = np.broadcast_to(1 / var, x.shape)
+    zero = np.zeros(x.shape[:-1] + (1,))
+    cw = np.concatenate([zero, np.cumsum(w, axis=-1)], axis=-1)
+    cwx = np.concatenate([zero, np.cumsum(w * x, axis=-1)], axis=-1)
+    cwxx = np.concatenate([zero, np.cumsum(w * x * x, axis=-1)], axis=-1)
+    n = x.shape[-1]
+    w_in, wx_in, wxx_in = (c[..., ends] - c[..., starts] for c in (cw, cwx, cwxx))
+    w_out, wx_out, wxx_out = cw[..., -1:] - w_in, cwx[..., -1:] - wx_in, cwxx[..., -1:] - wxx_in
+    between = (wx_in / w_in - wx_out / w_out) ** 2 * w_in * w_out / (w_in + w_out)
+    within = (wxx_in - wx_in**2 / w_in + wxx_out - wx_out**2 / w_out) / (n - 2)
+    return between / np.maximum(within, 1e-12 * np.maximum(between, 1e-300))
 
 
 def _seed(y: np.ndarray) -> int:
     return int.from_bytes(hashlib.sha256(np.ascontiguousarray(y).tobytes()).digest()[:8], "little")
 
 
+@dataclass
+class Split:
+    """The best candidate of a segment: the new level's runs [start, end), the range each boundary may lie in
+    (95% likelihood set), the test's p-value."""
+
+    start: int
+    end: int
+    start_range: tuple[int, int]
+    end_range: tuple[int, int]
+    p: float
+
+
 def split_test(y: np.ndarray, se: np.ndarray, min_size: int = MIN_SIZE, replicates: int = REPLICATES):
-    """(best split k, its statistic per split, p-value, tau^2) of one segment; None when too short to split.
+    """The best new level of one segment and its p-value (a Split); None when too short to split.
 
     The bootstrap draws series of one mean with the runs' own errors and the estimated tau, estimates tau again in
-    each, and takes each one's largest statistic: what the procedure gives when nothing changed. Seeded by the
-    data, so the same store gives the same answer."""
+    each, and takes each one's largest statistic over the same candidates: what the procedure gives when nothing
+    changed. Seeded by the data, so the same store gives the same answer."""
     n = len(y)
-    if n < 2 * min_size:
+    starts, ends = candidates(n, min_size)
+    if not len(starts):
         return None
     tau2 = float(run_to_run_variance(y, se))
     var = np.maximum(se**2 + tau2, VAR_FLOOR)
-    stats = split_statistics(y, var, min_size)
+    stats = level_statistics(y, var, starts, ends)
     observed = float(stats.max())
     rng = np.random.default_rng(_seed(y))
     exceed = drawn = 0
@@ -178,40 +210,43 @@ def split_test(y: np.ndarray, se: np.ndarray, min_size: int = MIN_SIZE, replicat
         batch = min(BATCH, replicates - drawn)
         sim = rng.standard_normal((batch, n)) * np.sqrt(var)
         sim_var = np.maximum(se**2 + run_to_run_variance(sim, se)[:, None], VAR_FLOOR)
-        exceed += int(np.sum(split_statistics(sim, sim_var, min_size).max(axis=-1) >= observed - 1e-12))
+        exceed += int(np.sum(level_statistics(sim, sim_var, starts, ends).max(axis=-1) >= observed - 1e-12))
         drawn += batch
         if (1 + exceed) / (1 + drawn) > 5 * ALPHA_CEILING:
             break
-    p = (1 + exceed) / (drawn + 1)
-    # Where: unclipped, since clipping makes it cheap to hand the old level's last run to the new side (a clipped
-    # run weighs little wherever it goes) and the split would land a run early.
-    located = split_statistics(y, var, min_size, clip=np.inf)
-    return int(np.argmax(located)) + min_size, located, p, tau2
+    best = int(np.argmax(stats))
+    s_, e = int(starts[best]), int(ends[best])
+    close = stats >= observed - CHI2_95
+    start_alts = starts[close & (ends == e)]
+    end_alts = ends[close & (starts == s_)]
+    return Split(start=s_, end=e, start_range=(int(start_alts.min()), int(start_alts.max())),
+                 end_range=(int(end_alts.min()), int(end_alts.max())), p=(1 + exceed) / (drawn + 1))
 
 
 def detect(series: Series, alpha: float = ALPHA, min_size: int = MIN_SIZE, replicates: int = REPLICATES) -> Series:
-    """Binary segmentation: split where the test says so at `alpha`, then test each part again."""
+    """Binary segmentation over steps and stretches: split where the test says so at `alpha` (once for a step, twice
+    for a stretch that came back), then test each part again."""
     y, se = series.y, series.se
     n = len(y)
     series.tau = math.sqrt(float(run_to_run_variance(y, se))) if n >= 3 else 0.0
-    found: list[tuple[int, int, int, float]] = []  # (k, low, high, p)
+    found: dict[int, tuple[int, int, float]] = {}  # k -> (low, high, p)
     todo = [(0, n)]
     while todo:
         a, b = todo.pop()
-        result = split_test(y[a:b], se[a:b], min_size, replicates)
-        if result is None:
+        split = split_test(y[a:b], se[a:b], min_size, replicates)
+        if split is None or split.p > alpha:
             continue
-        k, stats, p, _ = result
-        if p > alpha:
-            continue
-        close = np.flatnonzero(stats >= stats.max() - CHI2_95) + min_size
-        found.append((a + k, a + int(close.min()), a + int(close.max()), p))
-        todo += [(a, a + k), (a + k, b)]
-    found.sort()
-    bounds = [0] + [k for k, *_ in found] + [n]
+        if split.start > 0:
+            found[a + split.start] = (a + split.start_range[0], a + split.start_range[1], split.p)
+        if split.end < b - a:
+            found[a + split.end] = (a + split.end_range[0], a + split.end_range[1], split.p)
+        cuts = [a, a + split.start, a + split.end, b]
+        todo += [(lo, hi) for lo, hi in zip(cuts, cuts[1:], strict=False) if hi > lo]
+    bounds = [0, *sorted(found), n]
     tau2 = series.tau**2
     changes = []
-    for i, (k, low, high, p) in enumerate(found):
+    for i, k in enumerate(bounds[1:-1]):
+        low, high, p = found[k]
         left, right = slice(bounds[i], k), slice(k, bounds[i + 2])
         wl, wr = 1 / np.maximum(se[left] ** 2 + tau2, VAR_FLOOR), 1 / np.maximum(se[right] ** 2 + tau2, VAR_FLOOR)
         ml, mr = float(np.sum(wl * y[left]) / wl.sum()), float(np.sum(wr * y[right]) / wr.sum())

@@ -6,6 +6,7 @@ Run:
   .venv/bin/python bench/history.py run /tmp/hist --runs 10  # the campaign (bench/history.yaml) 10 times: run-1..10
   .venv/bin/python bench/history.py analyse /tmp/hist/run-*  # A/A false alarms and injected steps (seconds)
   .venv/bin/python bench/history.py patterns                 # otava-test-data's patterns, no campaign (a minute)
+  .venv/bin/python bench/history.py simulate                 # campaign-like series, no campaign (a few minutes)
 
 `run OUT --runs N [--config bench/history.yaml]`: the campaign N times on this commit, one after the other, into
 OUT/run-<i> (its results_dir), each with `snakemake --profile local`. bench/history.yaml has 24 points over
@@ -23,6 +24,9 @@ mpiio, 3 patterns), 3 launches each, so each point-measure's series has N runs o
   minimum magnitude; one number per run) and ruptures 1.1.10's PELT (l2 cost, BIC penalty 2 sigma^2 log n, sigma
   from the median absolute successive difference), side by side;
 Target: false alarms at most the nominal rate (history.detect.ALPHA, 1 per 100 series), recall >= 90% at 1.5x.
+
+`simulate [--series 1000] [--runs 10]`: the same analysis on series drawn as a campaign's would be (3 launches a run,
+each run's standard error estimated on 2 degrees of freedom, run-to-run noise beyond it of 0-2%): no campaign needed.
 
 `patterns [--seeds 20]`: otava-test-data 0.1.9's generators (step, regression and fix, outlier, variance change,
 banding, multiple changes, noise alone), each at lengths 30 and 60 with 5% noise, through the three detectors:
@@ -188,9 +192,14 @@ def analyse(folders: list[Path], python: str | None, with_others: bool = True) -
     found = series_from_runs(folders)
     if not found:
         raise SystemExit("bench/history: no primary point-measure measured in every run")
-    n_runs = len(folders)
-    print(f"{len(found)} series (point x primary measure) over {n_runs} runs", flush=True)
+    print(f"{len(found)} series (point x primary measure) over {len(folders)} runs", flush=True)
+    return evaluate(found, python, with_others)
+
+
+def evaluate(found: list[tuple], python: str | None, with_others: bool = True) -> dict:
+    """A/A false alarms per 100 series and precision / recall / F1 of steps injected at run 6, per detector."""
     aa = [s for _, s, _ in found]
+    n_runs = len(aa[0].y)
     result = {"series": len(found), "runs": n_runs, "nominal_per_100": 100 * detect.ALPHA}
     detectors = {"movebench": lambda ss: ours(ss)}
     if with_others:
@@ -254,6 +263,22 @@ def patterns(seeds: int, python: str | None) -> dict:
     return result
 
 
+def simulate(series: int, runs: int, python: str | None, seed: int = 0) -> dict:
+    """Campaign-like series with no campaign: each run 3 launches, its own standard error estimated on 2 degrees of
+    freedom (the truth 0.3-1% a run), run-to-run noise beyond it of 0, 0.5, 1 or 2%; A/A, then the same series
+    with steps at run 6."""
+    rng = np.random.default_rng(seed)
+    made = []
+    for _ in range(series):
+        sig = rng.uniform(0.003, 0.01, runs)
+        se = detect.moderate(sig * np.sqrt(rng.chisquare(2, runs) / 2), np.full(runs, 2.0))
+        tau = rng.choice([0.0, 0.005, 0.01, 0.02])
+        made.append(detect.Series(y=rng.standard_normal(runs) * np.sqrt(sig**2 + tau**2), se=se, log=True))
+    print(f"simulated: {series} series of {runs} runs (3 launches a run, own standard error on 2 df, run-to-run "
+          "noise 0-2%)", flush=True)
+    return evaluate([(None, s, "lower") for s in made], python, with_others=python is not False)
+
+
 def run_campaigns(out: Path, runs: int, config: Path) -> list[Path]:
     import yaml
 
@@ -286,6 +311,9 @@ def main(argv=None) -> int:
     a.add_argument("--json", type=Path)
     p = sub.add_parser("patterns")
     p.add_argument("--seeds", type=int, default=20)
+    m = sub.add_parser("simulate")
+    m.add_argument("--series", type=int, default=1000)
+    m.add_argument("--runs", type=int, default=10)
     args = parser.parse_args(argv)
     if args.command == "run":
         run_campaigns(args.out, args.runs, args.config)
@@ -298,9 +326,13 @@ def main(argv=None) -> int:
     if args.command == "patterns":
         patterns(args.seeds, args.others_python)
         return 0
+    if args.command == "simulate":
+        simulate(args.series, args.runs, args.others_python)
+        return 0
     out = Path(tempfile.mkdtemp(prefix="movebench-history-bench-"))
     folders = run_campaigns(out, 10, CONFIG)
     analyse(folders, args.others_python)
+    simulate(1000, 10, args.others_python)
     patterns(20, args.others_python)
     print(f"bench/history: runs kept in {out}; remove it with: rm -r {shutil.os.fspath(out)}")
     return 0

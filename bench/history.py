@@ -181,7 +181,8 @@ def injected(s: detect.Series, better: str, factor: float, at: int = STEP_AT) ->
         y[at:] += shift
     else:
         y[at:] *= worse
-    return detect.Series(y=y, se=s.se if s.log else s.se * np.where(np.arange(len(y)) >= at, worse, 1.0), log=s.log)
+    se = s.se if s.log else s.se * np.where(np.arange(len(y)) >= at, worse, 1.0)
+    return detect.Series(y=y, se=se, log=s.log, df=s.df)
 
 
 def raw_values(s: detect.Series) -> list[float]:
@@ -273,7 +274,8 @@ def simulate(series: int, runs: int, python: str | None, seed: int = 0) -> dict:
         sig = rng.uniform(0.003, 0.01, runs)
         se = detect.moderate(sig * np.sqrt(rng.chisquare(2, runs) / 2), np.full(runs, 2.0))
         tau = rng.choice([0.0, 0.005, 0.01, 0.02])
-        made.append(detect.Series(y=rng.standard_normal(runs) * np.sqrt(sig**2 + tau**2), se=se, log=True))
+        made.append(detect.Series(y=rng.standard_normal(runs) * np.sqrt(sig**2 + tau**2), se=se, log=True,
+                                  df=np.full(runs, 2.0)))
     print(f"simulated: {series} series of {runs} runs (3 launches a run, own standard error on 2 df, run-to-run "
           "noise 0-2%)", flush=True)
     return evaluate([(None, s, "lower") for s in made], python, with_others=python is not False)

@@ -68,6 +68,6 @@ def write_series(root: Path, runs: int, step_at: int | None = None, step: float 
     for i in range(runs):
         factors = [step if step_at is not None and i >= step_at else 1.0, 1.0, 1.0]
         mpi = "Open MPI v5.0.7" if change_meta_at is not None and i >= change_meta_at else "MPICH Version:      5.0.2"
-        folders.append(write_run(root / f"run-{i}", start=1.8e9 + 86400 * i, factors=factors, seed=seed * 1000 + i,
+        folders.append(write_run(root / f"run-{i}", start=1.7e9 + 86400 * i, factors=factors, seed=seed * 1000 + i,
                                  run_meta=meta(mpi=mpi)))
     return folders

@@ -69,6 +69,7 @@ def series_of(group: pd.DataFrame) -> detect.Series:
     launches = group["launches"].fillna(1).to_numpy(float)
     df = np.where(launches >= 2, launches - 1, group["n"].fillna(2).to_numpy(float) - 1)
     series.se = detect.moderate(series.se, df)
+    series.df = df
     return series
 
 

@@ -71,6 +71,8 @@ class Series:
     y: np.ndarray
     se: np.ndarray
     log: bool
+    #: the degrees of freedom of each run's own standard error (None: known exactly)
+    df: np.ndarray | None = None
     tau: float = 0.0
     changes: list[Change] = field(default_factory=list)
 
@@ -102,7 +104,7 @@ def moderate(se: np.ndarray, df: np.ndarray, prior_df: float = PRIOR_DF) -> np.n
     with itself would outweigh all others and make a split out of nothing."""
     var = np.asarray(se, dtype=float) ** 2
     df = np.clip(np.nan_to_num(np.asarray(df, dtype=float), nan=1.0), 1.0, None)
-    prior = float(np.median(var)) if len(var) else 0.0
+    prior = np.median(var, axis=-1, keepdims=True) if var.shape[-1] else 0.0
     return np.sqrt((prior_df * prior + df * var) / (prior_df + df))
 
 
@@ -189,12 +191,15 @@ class Split:
     p: float
 
 
-def split_test(y: np.ndarray, se: np.ndarray, min_size: int = MIN_SIZE, replicates: int = REPLICATES):
+def split_test(y: np.ndarray, se: np.ndarray, min_size: int = MIN_SIZE, replicates: int = REPLICATES,
+               df: np.ndarray | None = None):
     """The best new level of one segment and its p-value (a Split); None when too short to split.
 
-    The bootstrap draws series of one mean with the runs' own errors and the estimated tau, estimates tau again in
-    each, and takes each one's largest statistic over the same candidates: what the procedure gives when nothing
-    changed. Seeded by the data, so the same store gives the same answer."""
+    The bootstrap draws series of one mean with the runs' own errors and the estimated tau, and repeats in each
+    what was done to the real one: each run's standard error estimated again on its `df` degrees of freedom and
+    moderated, tau estimated again, the largest statistic over the same candidates. That is what the procedure
+    gives when nothing changed, the noise of its own estimates included (without them, 1.2-1.3% false alarms at
+    a nominal 1%). Seeded by the data, so the same store gives the same answer."""
     n = len(y)
     starts, ends = candidates(n, min_size)
     if not len(starts):
@@ -209,7 +214,8 @@ def split_test(y: np.ndarray, se: np.ndarray, min_size: int = MIN_SIZE, replicat
     while drawn < replicates:
         batch = min(BATCH, replicates - drawn)
         sim = rng.standard_normal((batch, n)) * np.sqrt(var)
-        sim_var = np.maximum(se**2 + run_to_run_variance(sim, se)[:, None], VAR_FLOOR)
+        sim_se = se if df is None else moderate(se * np.sqrt(rng.chisquare(df, (batch, n)) / df), df)
+        sim_var = np.maximum(sim_se**2 + run_to_run_variance(sim, sim_se)[:, None], VAR_FLOOR)
         exceed += int(np.sum(level_statistics(sim, sim_var, starts, ends).max(axis=-1) >= observed - 1e-12))
         drawn += batch
         if (1 + exceed) / (1 + drawn) > 5 * ALPHA_CEILING:
@@ -233,7 +239,7 @@ def detect(series: Series, alpha: float = ALPHA, min_size: int = MIN_SIZE, repli
     todo = [(0, n)]
     while todo:
         a, b = todo.pop()
-        split = split_test(y[a:b], se[a:b], min_size, replicates)
+        split = split_test(y[a:b], se[a:b], min_size, replicates, None if series.df is None else series.df[a:b])
         if split is None or split.p > alpha:
             continue
         if split.start > 0:

@@ -197,7 +197,7 @@ def analyse(folders: list[Path], python: str | None, with_others: bool = True) -
     return evaluate(found, python, with_others)
 
 
-def evaluate(found: list[tuple], python: str | None, with_others: bool = True) -> dict:
+def evaluate(found: list[tuple], python: str | None, with_others: bool = True, steps=STEPS) -> dict:
     """A/A false alarms per 100 series and precision / recall / F1 of steps injected at run 6, per detector."""
     aa = [s for _, s, _ in found]
     n_runs = len(aa[0].y)
@@ -225,7 +225,7 @@ def evaluate(found: list[tuple], python: str | None, with_others: bool = True) -
     if n_runs <= STEP_AT + 1:
         print(f"  (steps at run {STEP_AT + 1} need more than {STEP_AT + 1} runs)")
         return result
-    for factor in STEPS:
+    for factor in steps:
         copies = [injected(s, better, factor) for _, s, better in found]
         truth = [[STEP_AT]] * len(copies)
         for name, fn in detectors.items():
@@ -264,7 +264,7 @@ def patterns(seeds: int, python: str | None) -> dict:
     return result
 
 
-def simulate(series: int, runs: int, python: str | None, seed: int = 0) -> dict:
+def simulate(series: int, runs: int, python: str | None, seed: int = 0, steps=STEPS) -> dict:
     """Campaign-like series with no campaign: each run 3 launches, its own standard error estimated on 2 degrees of
     freedom (the truth 0.3-1% a run), run-to-run noise beyond it of 0, 0.5, 1 or 2%; A/A, then the same series
     with steps at run 6."""
@@ -278,7 +278,7 @@ def simulate(series: int, runs: int, python: str | None, seed: int = 0) -> dict:
                                   df=np.full(runs, 2.0)))
     print(f"simulated: {series} series of {runs} runs (3 launches a run, own standard error on 2 df, run-to-run "
           "noise 0-2%)", flush=True)
-    return evaluate([(None, s, "lower") for s in made], python, with_others=python is not False)
+    return evaluate([(None, s, "lower") for s in made], python, steps=steps)
 
 
 def run_campaigns(out: Path, runs: int, config: Path) -> list[Path]:
@@ -316,6 +316,8 @@ def main(argv=None) -> int:
     m = sub.add_parser("simulate")
     m.add_argument("--series", type=int, default=1000)
     m.add_argument("--runs", type=int, default=10)
+    m.add_argument("--steps", type=lambda t: [float(v) for v in t.split(",")], default=list(STEPS),
+                   help="the steps injected at run 6, e.g. 1.02,1.05,1.1 (default: 1.25,1.5,2)")
     args = parser.parse_args(argv)
     if args.command == "run":
         run_campaigns(args.out, args.runs, args.config)
@@ -329,7 +331,7 @@ def main(argv=None) -> int:
         patterns(args.seeds, args.others_python)
         return 0
     if args.command == "simulate":
-        simulate(args.series, args.runs, args.others_python)
+        simulate(args.series, args.runs, args.others_python, steps=args.steps)
         return 0
     out = Path(tempfile.mkdtemp(prefix="movebench-history-bench-"))
     folders = run_campaigns(out, 10, CONFIG)

@@ -13,8 +13,8 @@ DEFAULT_STORE = "history.duckdb"
 DESCRIPTION = """Every campaign a run in a history store (a DuckDB file: `duckdb history.duckdb` opens it with SQL),
 and change points across runs: on each campaign's, family's, point's and measure's series of launch-level
 estimates, each run weighted by its own uncertainty. A series with no change gets a false change point at most
-ALPHA of the time (default 1%%); each change point comes with its size (the new level over the old, a ratio) and
-95%% interval, the runs where it may have happened, and the fingerprint fields that changed there (commit, MPI
+ALPHA of the time (default 1%); each change point comes with its size (the new level over the old, a ratio) and
+95% interval, the runs where it may have happened, and the fingerprint fields that changed there (commit, MPI
 library, stack, transport, hosts, CPU model, kernel, package versions). A campaign adds itself at its end when
 campaign.history names a store. docs/history.md has a worked example."""
 

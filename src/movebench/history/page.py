@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import io
+import json
 import os
 from pathlib import Path
 
@@ -82,6 +83,12 @@ def newest_run(runs: pd.DataFrame, results: list[analysis.SeriesResult]) -> dict
             "better": [(r.label, _size(f.change, r.log)) for r, f in moved if not f.worse]}
 
 
+def _fields(fingerprint) -> str:
+    """A run's fingerprint as `field: value` pairs, the package list left to the store (one SQL query away)."""
+    fields = json.loads(fingerprint) if isinstance(fingerprint, str) else {}
+    return "; ".join(f"{k}: {v}" for k, v in fields.items() if k != "packages")
+
+
 def link(campaign: dict) -> dict | None:
     """The report's link to the history page of campaign.history's store, relative to the results folder."""
     if not campaign.get("history"):
@@ -112,6 +119,7 @@ def render(store_path, out_path=None, alpha: float = detect.ALPHA) -> Path:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(resources.templates())),
                              autoescape=jinja2.select_autoescape(["html", "j2"]), undefined=jinja2.StrictUndefined)
     env.filters["when"] = lambda t: pd.Timestamp(t).strftime("%Y-%m-%d %H:%M")
+    runs = runs.assign(fingerprint=[_fields(f) for f in runs["fingerprint"]])
     html = env.get_template("history.html.j2").render(
         store=str(Path(store_path).resolve()), generated=dt.datetime.now().strftime("%Y-%m-%d %H:%M"),
         runs=runs.to_dict("records"), campaigns=sorted(runs["campaign"].unique()) if len(runs) else [],

@@ -40,8 +40,9 @@ def validate(config: dict, warn=None) -> dict:
     compare_noise_from, compare_thresholds, references) that the report layer owns. Raises ConfigError."""
     from movebench import config as campaign_config
     from movebench import report_verdicts
+    from movebench.history import store
 
-    return campaign_config.validate(config, warn, checks=(report_verdicts.config_problems,))
+    return campaign_config.validate(config, warn, checks=(report_verdicts.config_problems, store.config_problems))
 
 
 def launch_order_seed(campaign: dict) -> int:
@@ -205,6 +206,7 @@ class CampaignRun:
         # caller's own results.
         self.layout = ResultsLayout(Path(config["campaign"]["results_dir"]).absolute())
         self.results = self.layout.root
+        self.history = Path(config["campaign"]["history"]).absolute() if config["campaign"].get("history") else None
         self.services = contextlib.ExitStack()
         self.started = time.time()
         self.host_load = envinfo.HostLoad()
@@ -449,6 +451,23 @@ class CampaignRun:
             self.lock.release()
         if not ok:
             self.partial_report()
+        elif self.history is not None:
+            self.add_to_history(self.history)
+
+    def add_to_history(self, store_path: Path) -> None:
+        """campaign.history: this run into its store, and the store's page redrawn; a failure is said, not raised
+        (the campaign's figures are safe in its results folder, and `history add` can add them later)."""
+        from movebench.history import page, store
+        from movebench.history import run as history_run
+
+        try:
+            added = store.add(store_path, history_run.read(self.results))
+            where = page.render(store_path)
+            print(f"movebench: {'added to' if added else 'already in'} the history store {store_path}; its page: "
+                  f"{where}", file=sys.stderr)
+        except Exception as exc:  # noqa: BLE001 - any failure here must not turn a finished campaign into a failed one
+            print(f"movebench: could not add this run to the history store {store_path}: {exc}; add it later with "
+                  f"python -m movebench history add {self.results} --store {store_path}", file=sys.stderr)
 
     def record_finished(self, workflow) -> list:
         """Points whose launch finished (records and meta renamed into place) but whose end Snakemake never saw.

@@ -26,6 +26,7 @@ from movebench import config as campaign_config
 from movebench import plan as planning
 from movebench.core.layout import ResultsLayout
 from movebench.core.task import LAUNCH, launch_path
+from movebench.history import cli as history_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = "config/config.yaml"
@@ -390,7 +391,7 @@ def main(argv=None) -> int:
     p_plan.add_argument("--resources", nargs="+", default=[], metavar="NAME=N",
                         help="as snakemake's global --resources (nodes, benchmark_slots): how grouped points share")
     sub.add_parser("efficiency", help="share of the last run's wall time inside timed regions")
-    verdict_handlers = verdict_commands.add_parsers(sub)
+    verdict_handlers = verdict_commands.add_parsers(sub) | history_cli.add_parser(sub)
     for command in sub.choices.values():
         # SUPPRESS: given only after the subcommand, it must not reset one given before it (or $MOVEBENCH_CONFIG)
         command.add_argument("--configfile", default=argparse.SUPPRESS, help=CONFIGFILE_HELP)

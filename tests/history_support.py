@@ -9,9 +9,9 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from movebench.core.layout import ResultsLayout
 from movebench import aggregate
 from movebench.core import envinfo
+from movebench.core.layout import ResultsLayout
 from movebench.core.task import launch_path
 
 POINTS = [{"pattern": "uni", "nodes": 1, "ranks": 2, "message_size": 4096 << k, "window": 8,

@@ -58,7 +58,7 @@ def test_plan_makes_each_launch_group_one_job_of_its_members_runtimes():
                              done=lambda name, p: p is points[0], planned=lambda name, p: 45.0)
     # the group of the 2 points still to run: one point's 6 min + 2 x 90 s planned; a group of one is a point
     assert [(j.points, j.nodes, j.runtime_min, j.to_run) for j in jobs] == [(3, 1, 9, 2), (1, 1, 6, 1)]
-    assert "a launch group's limit: 2 x its members' planned seconds + one point's limit = 6-9 min" in \
+    assert "a launch group's limit: 2 x its members' planned seconds + one point's limit = 6-9 min here" in \
         cluster.format_plan(jobs, CAMPAIGN)
 
 
@@ -171,3 +171,40 @@ def test_parsers_of_slurms_answers():
 )
 def test_the_status_command_the_plugin_will_really_use(asked, min_age, sacct, expected):
     assert cluster.effective_status_command(asked, 40, min_age, sacct) == expected
+
+
+def test_under_slurm_the_shipped_campaign_leaves_out_its_blob_points_with_one_line(monkeypatch):
+    from movebench import campaign, plan
+    from movebench.families.io import AZURITE_ENV
+
+    monkeypatch.delenv(AZURITE_ENV, raising=False)
+    config = campaign.validate(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()))
+    grid = plan.grid(config)
+    assert campaign.leave_out_unreachable(config, grid, "local") == (grid, [])
+    kept, lines = campaign.leave_out_unreachable(config, grid, "slurm")
+    blob = [p for p in grid["io"] if p["backend"] == "blob"]
+    assert blob and kept["io"] == [p for p in grid["io"] if p["backend"] != "blob"]
+    assert {f: points for f, points in kept.items() if f != "io"} == {f: p for f, p in grid.items() if f != "io"}
+    (line,) = lines
+    assert f"io: {len(blob)} points left out under Slurm" in line and "--profile local" in line
+    # an Azurite the nodes reach, given by the user: nothing to leave out
+    monkeypatch.setenv(AZURITE_ENV, "DefaultEndpointsProtocol=http;AccountName=x;AccountKey=eA==;BlobEndpoint=http://h:1/x")
+    assert campaign.leave_out_unreachable(config, grid, "slurm") == (grid, [])
+
+
+def test_the_executor_is_read_from_the_profiles_default_resources():
+    from movebench import campaign
+
+    profiles = {name: yaml.safe_load((ROOT / "profiles" / name / "config.yaml").read_text())
+                for name in ("local", "slurm", "allocation")}
+    defaults = {name: dict(item.split("=", 1) for item in p["default-resources"]) for name, p in profiles.items()}
+    assert {name: campaign.executor_of({k: v.strip('"') for k, v in d.items()}) for name, d in defaults.items()} == {
+        "local": "local", "slurm": "slurm", "allocation": "allocation"}
+
+
+def test_plan_under_the_slurm_profile_says_the_blob_points_left_out_and_both_limits():
+    proc = subprocess.run([PYTHON, "-m", "movebench", "plan"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count("left out under Slurm") == 1 and "backend~blob" in proc.stderr
+    assert "a point's limit is campaign.timeout = 300 s -> 6 min" in proc.stdout
+    assert re.search(r"a launch group's limit: .* = \d+-\d+ min here", proc.stdout)

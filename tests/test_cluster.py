@@ -29,6 +29,10 @@ def test_tasks_are_ranks_for_mpi_and_at_least_two_for_dragon():
     point = {"operation": "put", "nodes": 1, "clients_per_node": 8, "managers_per_node": 1, "value_size": 1024}
     assert kv.resources(point, kv_section)["tasks"] == 2
     assert kv.resources({**point, "nodes": 3}, kv_section)["tasks"] == 3
+    # one process (calibration's fio probe): still 2, which the executor needs of a job with the `mpi` resource
+    calibration = families.load("calibration")
+    fio = {"probe": "fio", "pattern": "sfsw", "ranks": 2, "size_per_proc": 2**20}
+    assert calibration.placement(fio)[0] == 1 and calibration.resources(fio, {})["tasks"] == 2
 
 
 def test_plan_one_job_per_point():

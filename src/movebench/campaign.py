@@ -114,12 +114,15 @@ def measured_launches(config: dict, tasks: dict, families_: list[str]) -> set[tu
     return measured
 
 
-def default_resources(workflow) -> dict:
-    """The profile's default resources as Snakemake parsed them ({} where this Snakemake keeps them elsewhere)."""
-    try:
-        return dict(workflow.resource_settings.default_resources.parsed or {})
-    except Exception:  # noqa: BLE001 - an older or newer Snakemake: the real run still admits
+def default_resources(workflow) -> dict[str, str]:
+    """The profile's default resources as written (name -> text, unquoted): Snakemake keeps a string resource as a
+    function of the rule until a job evaluates it, but its text is what the profile and a cluster job's command
+    line carry."""
+    resources = getattr(workflow.resource_settings, "default_resources", None)
+    if resources is None:
         return {}
+    items = resources.args if hasattr(resources, "args") else [f"{k}={v}" for k, v in dict(resources).items()]
+    return {name: value.strip("'\"") for name, value in (str(item).split("=", 1) for item in items if "=" in str(item))}
 
 
 def executor_of(default_resources: dict) -> str:

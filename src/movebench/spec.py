@@ -242,12 +242,14 @@ class Family:
         """A point job's scheduler resources: tasks (sbatch --ntasks), nodes, mem_mb.
 
         MPI families: one task per rank. Other launchers (Dragon) start their own processes, one srun
-        task per node for Dragon's back end; the Slurm executor refuses a job that has the `mpi`
-        resource (which keeps it from wrapping the point in `srun -n 1`) with a single task, hence at
-        least 2. With `--exclusive` (profiles/slurm) the job has the whole nodes whatever the count.
+        task per node for Dragon's back end. The Slurm executor refuses a job that has the `mpi`
+        resource (which keeps it from wrapping the point in `srun -n 1`) with a single task, and the
+        run then hangs (calibration's fio probe, one process, did): at least 2, whose launcher still
+        starts the point's own count. With `--exclusive` (profiles/slurm) the job has the whole nodes
+        whatever the count.
         """
         ranks, nodes = self.placement(point)
-        tasks = ranks if self.runtime == "mpi" else max(2, nodes)
+        tasks = max(2, ranks) if self.runtime == "mpi" else max(2, nodes)
         return {"tasks": tasks, "nodes": nodes, "mem_mb": -(-self.node_memory_bytes(point, section) // 2**20)}
 
     def planned_seconds(self, task: Task) -> float:

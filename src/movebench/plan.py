@@ -12,7 +12,8 @@ launches: round k of every point before round k+1 of any, in a shuffled order wi
 launches of points that agree on what a launch fixes (`Family.launch_group_axes`) and have the same
 launch index into one `LaunchGroup`: one job, one launch, the points measured one after another in
 it (in an order `movebench.launch` shuffles with the run's seed), each still writing its own records.
-A launch group, not a point, is then what the order places and what a rerun repeats.
+A launch group, not a point, is then what the order places. Launches whose records stand join no group:
+a group holds only what a run is to measure, so a new sweep value's points form groups of their own.
 """
 
 from __future__ import annotations

@@ -5,12 +5,15 @@ the test cluster: tests/test_slurm_campaign.py."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import snakemake
+from conftest import PYTHON, ROOT, snakemake
 
 pytestmark = [pytest.mark.pipeline, pytest.mark.mpi]
 
@@ -91,3 +94,39 @@ def test_a_changed_task_measures_its_launches_again_in_groups(tmp_path):
     jobs = scheduled(snakemake(work, "--dry-run").stdout)
     assert {rule: n for rule, n in jobs.items() if rule.startswith("shuffle_")} == {
         "shuffle_group_nodes1_ranks2_launch0": 1, "shuffle_group_nodes1_ranks2_launch1": 1}
+
+
+def test_a_kernel_edit_measures_a_grouped_familys_launches_again_and_a_report_edit_does_not(tmp_path):
+    """A measured launch is in no job, so the workflow itself notices its kernel changed (the meta's
+    `launched_as`); the campaign runs from a copy of the package, whose files the test edits."""
+    from test_reruns import edit
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for name in ("Snakefile", "workflow", "report", "scripts", "src", "profiles", "config"):
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, repo / name, symlinks=True,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        else:
+            shutil.copy2(source, repo / name)
+    work = tmp_path / "work"
+    work.mkdir()
+    write(work, ["1KiB", "4KiB"])
+    env = dict(os.environ, PYTHONPATH=str(repo / "src"))
+
+    def run(*args):
+        cmd = [PYTHON, "-m", "snakemake", "--snakefile", str(repo / "Snakefile"), "--directory", str(work),
+               "--profile", str(repo / "profiles" / "local"), "--configfile", str(work / "config.yaml"), *args]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=work, env=env)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        return proc.stdout
+
+    run()
+    edit(repo / "src/movebench/families/shuffle/report.py")
+    assert not [rule for rule in scheduled(run("--dry-run")) if rule.startswith("shuffle_")]
+    edit(repo / "src/movebench/families/shuffle/kernel.py")
+    dry = run("--dry-run")
+    assert {rule: n for rule, n in scheduled(dry).items() if rule.startswith("shuffle_")} == {
+        "shuffle_group_nodes1_ranks2_launch0": 1, "shuffle_group_nodes1_ranks2_launch1": 1}
+    assert len(new_outputs(dry)) == 4  # every launch of both points, again in groups

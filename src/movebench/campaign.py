@@ -92,12 +92,15 @@ def sources_digest(family: str) -> str:
     return digest.hexdigest()[:20]
 
 
-def measured_launches(config: dict, tasks: dict, families_: list[str]) -> set[tuple[str, str]]:
+def measured_launches(config: dict, tasks: dict, families_: list[str], root: Path | None = None
+                      ) -> set[tuple[str, str]]:
     """(family, launch path) of the launches of `families_` whose records stand: records and meta there, and the
     meta's `launched_as` the digest of the task planned now and of the kernel sources now. They join no launch
     group (plan.launch_groups), so a run measures only the others, and no job deletes their files; a launch
-    whose task or kernel changed is measured again, as Snakemake's own triggers would have it."""
-    raw = Path(config["campaign"]["results_dir"]) / "raw"
+    whose task or kernel changed is measured again, as Snakemake's own triggers would have it. A relative
+    results_dir is under `root` (default: here, the workflow's working directory)."""
+    results = Path(config["campaign"]["results_dir"])
+    raw = (results if results.is_absolute() or root is None else root / results) / "raw"
     measured = set()
     for family in families_:
         sources = sources_digest(family)

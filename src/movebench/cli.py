@@ -179,15 +179,19 @@ def plan(args) -> int:
     by_launch = {name: [{**point, LAUNCH: k} for point in points for k in range(launches[name])]
                  for name, points in grid.items()}
 
-    def done(name, entry):
-        point = {k: v for k, v in entry.items() if k != LAUNCH}
-        return (raw / name / f"{launch_path(families.point_path(point), entry[LAUNCH])}.jsonl").exists()
-
     # A launch group (launch_groups) is one job: its members' entries, found by their launch paths.
     tasks = planning.tasks(config, grid)
     groups = {name: [[{**tasks[name][path].point, LAUNCH: tasks[name][path].launch} for path in group.members]
                      for group in family_groups]
               for name, family_groups in planning.launch_groups(config, tasks).items()}
+    # what the workflow takes as measured in a grouped family: records of this task and kernel
+    measured = campaign_run.measured_launches(config, tasks, list(groups), ROOT)
+
+    def done(name, entry):
+        point = {k: v for k, v in entry.items() if k != LAUNCH}
+        path = launch_path(families.point_path(point), entry[LAUNCH])
+        return (name, path) in measured if name in groups else (raw / name / f"{path}.jsonl").exists()
+
     def planned(name, entry):
         point = {k: v for k, v in entry.items() if k != LAUNCH}
         return families.load(name).planned_seconds(tasks[name][launch_path(families.point_path(point), entry[LAUNCH])])

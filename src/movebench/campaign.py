@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -24,7 +25,7 @@ from pathlib import Path
 from movebench import admission, cluster, families, launchers, machine, stacks
 from movebench.core import envinfo, records, sources
 from movebench.core.layout import ResultsLayout
-from movebench.core.task import Task, point_path_of
+from movebench.core.task import Task, launch_digest, point_path_of
 from movebench.services import hold
 
 PACKAGE = Path(__file__).resolve().parent
@@ -100,6 +101,81 @@ def aggregate_sources(family: str) -> list[Path]:
 
 def _sources(roots: list[str]) -> list[Path]:
     return sources.closure(roots, {families.__name__: [Path(p) for p in families.__path__]})
+
+
+def sources_digest(family: str) -> str:
+    """The digest of a family's kernel sources' contents (launch keeps it in each meta's `launched_as`)."""
+    digest = hashlib.sha256()
+    for path in kernel_sources(family):
+        digest.update(Path(path).read_bytes())
+    return digest.hexdigest()[:20]
+
+
+def measured_launches(config: dict, tasks: dict, families_: list[str], root: Path | None = None
+                      ) -> set[tuple[str, str]]:
+    """(family, launch path) of the launches of `families_` whose records stand: records and meta there, and the
+    meta's `launched_as` the digest of the task planned now and of the kernel sources now. They join no launch
+    group (plan.launch_groups), so a run measures only the others, and no job deletes their files; a launch
+    whose task or kernel changed is measured again, as Snakemake's own triggers would have it. A relative
+    results_dir is under `root` (default: here, the workflow's working directory)."""
+    layout = ResultsLayout.of(config, root)
+    measured = set()
+    for family in families_:
+        digest = sources_digest(family)
+        for path, task in tasks.get(family, {}).items():
+            meta = layout.meta(family, path)
+            if not layout.records(family, path).exists():
+                continue
+            try:
+                launched_as = json.loads(meta.read_text()).get("launched_as")
+            except (OSError, ValueError, AttributeError):
+                continue
+            if launched_as == launch_digest(task, digest):
+                measured.add((family, path))
+    return measured
+
+
+def default_resources(workflow) -> dict[str, str]:
+    """The profile's default resources as written (name -> text, unquoted): Snakemake keeps a string resource as a
+    function of the rule until a job evaluates it, but its text is what the profile and a cluster job's command
+    line carry."""
+    resources = getattr(workflow.resource_settings, "default_resources", None)
+    if resources is None:
+        return {}
+    items = resources.args if hasattr(resources, "args") else [f"{k}={v}" for k, v in dict(resources).items()]
+    return {name: value.strip("'\"") for name, value in (str(item).split("=", 1) for item in items if "=" in str(item))}
+
+
+def executor_of(default_resources: dict) -> str:
+    """Where a profile runs the points, read from its default resources, which a dry run and a cluster job (that
+    reads the workflow again) see as the submit host does: "allocation" (profiles/allocation), "slurm" (an srun
+    launcher: profiles/slurm), else "local"."""
+    if "allocation" in default_resources:
+        return "allocation"
+    return "slurm" if str(default_resources.get("mpi", "")).startswith("srun") else "local"
+
+
+def leave_out_unreachable(config: dict, grid: dict, executor: str) -> tuple[dict, list[str]]:
+    """Under Slurm: the grid less the points that need a service this workflow would start on the submit host's
+    127.0.0.1 (io's blob points on Azurite), which the compute nodes cannot reach, and one line per family saying
+    so and how to include them. Elsewhere the grid as it is."""
+    if executor != "slurm":
+        return grid, []
+    kept, lines = {}, []
+    for family, points in grid.items():
+        fam = families.load(family)
+        if fam.services(config[family], config["campaign"], points) is None:
+            kept[family] = points
+            continue
+        out = [p for p in points if fam.service_needed(p)]
+        rest = [p for p in points if not fam.service_needed(p)]
+        if rest:
+            kept[family] = rest
+        lines.append(f"movebench: {family}: {len(out)} points left out under Slurm (e.g. {families.point_path(out[0])}"
+                     "): they need a service this workflow starts on the submit host's 127.0.0.1, out of the compute "
+                     "nodes' reach; to include them run them with --profile local, or give them a service the nodes "
+                     "reach (docs/slurm.md, \"Points left out\")")
+    return kept, lines
 
 
 def task_of(tasks: dict, family: str, path: str) -> Task:
@@ -192,6 +268,11 @@ def runtime_minutes(campaign: dict) -> int:
     return cluster.runtime_minutes(campaign)
 
 
+def group_runtime_minutes(campaign: dict, tasks: list[Task]) -> int:
+    """A launch group's time limit, from its members' planned seconds (Family.planned_seconds)."""
+    return cluster.group_runtime_minutes(campaign, [families.load(t.family).planned_seconds(t) for t in tasks])
+
+
 class CampaignRun:
     """The run's start and end, called from the Snakefile's onstart, onsuccess and onerror."""
 
@@ -270,12 +351,8 @@ class CampaignRun:
         """After a dry run: what admission would refuse in the real run's onstart, which a dry run never reaches
         (Snakemake calls no hook then). Where the points would run is read from the profile's default resources:
         the dry run's executor is Snakemake's stand-in, not the profile's."""
-        try:
-            defaults = dict(workflow.resource_settings.default_resources.parsed or {})
-        except Exception:  # noqa: BLE001 - an older or newer Snakemake: the real run still admits
-            defaults = {}
-        executor = ("allocation" if "allocation" in defaults
-                    else "slurm" if str(defaults.get("mpi", "")).startswith("srun") else "local")
+        defaults = default_resources(workflow)
+        executor = executor_of(defaults)
         partition = defaults.get("slurm_partition")
         refused = refusal(self.config, self.tasks, executor, str(partition) if partition else None)
         if refused:

@@ -70,9 +70,10 @@ def method_medians(table):
     partnered = medians["pickle_point"].notna() & (medians["method"] != "pickle")
     pairs = list(zip(medians.loc[partnered, "pickle_point"], medians.loc[partnered, "point"], strict=True))
     medians["clear_vs_pickle"] = False
-    medians.loc[partnered, "clear_vs_pickle"] = [
-        result is not None and (result.ci_low > 1 or result.ci_high < 1)
-        for result in ratios(table, pairs, "elapsed_s")]
+    if pairs:  # a campaign without pickle has no partner to compare with
+        medians.loc[partnered, "clear_vs_pickle"] = [
+            result is not None and (result.ci_low > 1 or result.ci_high < 1)
+            for result in ratios(table, pairs, "elapsed_s")]
     medians["receiver_extra_per_payload"] = medians["rss_hwm_delta_bytes"] / medians["payload_bytes"]
     medians["method"] = pd.Categorical(medians["method"], [m for m in METHODS if m in set(medians["method"])])
     return medians.sort_values(CASE + ["method"]).reset_index(drop=True)

@@ -129,4 +129,6 @@ def test_a_reader_that_goes_away_gets_no_traceback():
                               timeout=60, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     finally:
         os.close(write)
-    assert proc.returncode == 1 and proc.stderr == ""
+    # stderr keeps what plan says there on purpose (under Slurm, the points it leaves out), and nothing else
+    said = [line for line in proc.stderr.splitlines() if "left out under Slurm" not in line]
+    assert proc.returncode == 1 and said == [], proc.stderr

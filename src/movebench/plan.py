@@ -29,7 +29,7 @@ from movebench.config import CAMPAIGN, enabled_families
 from movebench.core.task import LAUNCH, Task, launch_path, planned_launches, point_path_of
 
 #: the folder under a family's logs that holds its launch groups' logs
-GROUPS = "groups"
+LAUNCH_GROUP_LOGS = "groups"
 
 
 @dataclass(frozen=True)

@@ -30,10 +30,10 @@ SOURCES = {family: campaign.sources_digest(family) for family in GRID}
 MEASURED = campaign.measured_launches(
     config, TASKS, [f for f in GRID if config[f].get("launch_groups")]
 )
-GROUPS = plan.launch_groups(config, TASKS, MEASURED)
+LAUNCH_GROUPS = plan.launch_groups(config, TASKS, MEASURED)
 # The launches' order: round by round, shuffled within a round (the seed is recorded with the run).
 LAUNCH_ORDER_SEED = campaign.launch_order_seed(CAMPAIGN)
-LAUNCH_ORDER = plan.launch_order(TASKS, LAUNCH_ORDER_SEED, GROUPS)
+LAUNCH_ORDER = plan.launch_order(TASKS, LAUNCH_ORDER_SEED, LAUNCH_GROUPS)
 PRIORITY = plan.priorities(LAUNCH_ORDER)
 PACKAGE = Path(workflow.basedir) / "src" / "movebench"
 
@@ -152,7 +152,7 @@ GROUP_LAUNCH = (
     " --failed {params.failed:q} --kept {params.kept:q} --sources {params.sources} --log {log:q}"
 )
 
-GROUP_RULES = {group_rule_name(group): group for family in GROUPS for group in GROUPS[family]}
+GROUP_RULES = {group_rule_name(group): group for family in LAUNCH_GROUPS for group in LAUNCH_GROUPS[family]}
 CAMPAIGN_RUN = campaign.CampaignRun(
     config, GRID, TASKS, LAUNCH_ORDER, LAUNCH_ORDER_SEED, GROUP_RULES
 )

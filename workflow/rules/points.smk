@@ -3,10 +3,12 @@
 # A family whose points share launches (launch_groups) has instead one rule per launch group,
 # `<family>_group_<name>` (e.g. shuffle_group_nodes1_ranks2_launch0), whose one job measures its members in one
 # launch; a group holds only launches still to measure (plan.launch_groups).
+# `group: <family>` is Snakemake's job group, another thing: the jobs --group-components packs into one Slurm
+# submission ("packed jobs" in docs/slurm.md), never measured together.
 
 
 for family in GRID:
-    if family in GROUPS:
+    if family in LAUNCH_GROUPS:
         continue
 
     rule:
@@ -43,7 +45,7 @@ for rule_name, launch_group in GROUP_RULES.items():
             records=group_outputs(launch_group, ".jsonl"),
             meta=group_outputs(launch_group, ".meta.json"),
         log:
-            f"{LOGS}/{launch_group.family}/{plan.GROUPS}/{launch_group.name}.log",
+            f"{LOGS}/{launch_group.family}/{plan.LAUNCH_GROUP_LOGS}/{launch_group.name}.log",
         priority: PRIORITY[launch_group.family][launch_group.name]
         group:
             launch_group.family

@@ -150,7 +150,7 @@ class KV(Family):
         point, settings = task.point, task.settings
         return {"shm_bytes": shm_bytes(settings["total_mem"], point["value_size"], point["clients_per_node"]),
                 "env": segment_env(point["value_size"], point["clients_per_node"]),
-                "transport": settings.get("transport")}
+                "transport": settings.get("transport"), "shm_sized_by": "kv.total_mem"}
 
     def group_runtime_options(self, tasks):
         """One Dragon runtime for the group's points: /dev/shm room and segments for the largest need among them
@@ -158,7 +158,7 @@ class KV(Family):
         group's own)."""
         every = [self.runtime_options(task) for task in tasks]
         env = {name: str(max(int(o["env"][name]) for o in every)) for name in every[0]["env"]}
-        return {"shm_bytes": max(o["shm_bytes"] for o in every), "env": env, "transport": every[0]["transport"]}
+        return {**every[0], "shm_bytes": max(o["shm_bytes"] for o in every), "env": env}
 
 
 def _round_up_mib(nbytes) -> int:

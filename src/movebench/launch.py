@@ -92,12 +92,12 @@ class _Run:
     """A kernel in its own process group under its runtime's watch, its output copied to ours (less the runtime's
     own reports) and its tail kept."""
 
-    def __init__(self, argv, env, watch: launchers.Watch):
+    def __init__(self, argv, env, watch: launchers.Watch | None = None):
         self.tail = collections.deque(maxlen=LOG_TAIL_LINES)
         #: after an interrupt the kernel's dying words (Python's KeyboardInterrupt in every rank,
         #: mpiexec's banner) are not the point's story: they are read and dropped
         self.quiet = False
-        self.watch = watch
+        self.watch = watch or launchers.Watch()
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      errors="replace", start_new_session=True, env=env)
         self.reader = threading.Thread(target=self._copy, daemon=True)

@@ -125,7 +125,7 @@ class Family:
     measures: tuple[Measure, ...] = (BANDWIDTH, ELAPSED)
     #: old config keys, each with the line that says what replaced it.
     renamed: dict[str, str] = {}
-    #: files of the family package (besides the shared runner and its runtime's launcher) whose change reruns
+    #: files of the family package (besides the shared runner and its runtime's module) whose change reruns
     #: its points.
     kernel_sources: tuple[str, ...] = ("kernel.py",)
     #: meta keys too large or too nested for the points table (one row per point); they stay in the .meta.json.

@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 
 from movebench import families, keep, launchers, machine
-from movebench.core import adaptive, envinfo, records, verdict
+from movebench.core import adaptive_launches, envinfo, records, verdict
 from movebench.core.records import free_space
 from movebench.core.tables import counted
 from movebench.core.task import Task, launch_path, point_path_of
@@ -322,7 +322,7 @@ def adaptive_launch(task: Task, out: Path, where: str) -> tuple[str | None, int 
         raw = Path(str(out)[: -len(f"{where}.jsonl")]).parent
         prior = verdict.launch_variance_prior([(launches,) for launches in
                                                family_launch_centres(raw, task.family)])
-    enough = adaptive.launches_reached(rule, values, prior)
+    enough = adaptive_launches.launches_reached(rule, values, prior)
     if enough:
         return enough, None
     if not isinstance(task.repetitions, int):
@@ -331,7 +331,7 @@ def adaptive_launch(task: Task, out: Path, where: str) -> tuple[str | None, int 
     walls = [meta["launch_wall_s"] / ((meta.get("launch_group") or {}).get("size") or 1)
              for _, meta in earlier if meta.get("launch_wall_s")]
     timed = [sum(r.get("elapsed_s") or 0 for r in recs) for recs, meta in earlier if meta.get("launch_wall_s")]
-    return None, adaptive.repetitions_per_launch(values, walls, timed, task.repetitions)
+    return None, adaptive_launches.repetitions_per_launch(values, walls, timed, task.repetitions)
 
 
 @dataclasses.dataclass

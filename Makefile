@@ -36,7 +36,7 @@ install: $(VENV)/.installed  ## create .venv and install movebench with its depe
 run: install campaign-deps  ## run the default campaign on this machine (snakemake --profile local); the report lands in results/report.html
 	$(PY) -m movebench $(CONFIG_ARG) run --profile $(PROFILE) $(ARGS)
 
-dry-run: install  ## show what a run would do, point by point, without running it
+dry-run: install  ## count, per rule, the jobs a run would start (a launch of a point or of a launch group), running none
 	$(PY) -m movebench $(CONFIG_ARG) run --profile $(PROFILE) --dry-run --quiet rules $(ARGS)
 
 plan: install  ## Slurm jobs, nodes and node-hours the campaign asks for (PLAN_ARGS="--group-components shuffle=8")

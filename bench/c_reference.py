@@ -21,7 +21,7 @@ Both sides run at the same MPI thread level (mpi4py's default is `multiple`) and
 osu_ref's page-aligned buffers get base pages on this THP=madvise machine, the bcast kernel's timed
 buffers come from core.memory.allocate in mode 4k, and numpy's advice of huge pages for arrays of
 4 MiB and more is turned off for the other kernels (NUMPY_MADVISE_HUGEPAGE=0), so
-that 4 MiB compares loops, not memory modes (docs/kernels.md, section 5).
+that 4 MiB compares loops, not memory modes (docs/notes/kernels.md, section 5).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ passes. Ratio = movebench's median aggregate bandwidth / gups_ddict's corrected 
 table: median over rounds [min-max].
 To resolve 10 %, time long rounds: at 4 passes of 50 keys a round lasts ~0.1 s after a cold start and
 single rounds span 0.4-1.6x; `--passes 40 --max-keys 200 --repetitions 1 --warmups 0` gave per-round
-ranges of about +-20 % (docs/kernels.md, section 7, "Same data").
+ranges of about +-20 % (docs/notes/kernels.md, section 7, "Same data").
 Part B: bench/kv_variants.py, where the get loops of both tools alternate inside one Dragon job, and
 movebench's put loops: one batch per timed round against N batches back to back.
 """

@@ -441,7 +441,10 @@ def inject(folder: Path, factor: float, into: Path) -> Path:
         else:  # compare would read the raw records: write what it would read, changed, where it looks first
             from movebench import aggregate
 
-            frame = aggregate.load(name, sorted((into / "raw" / name).rglob("*.jsonl")))
+            from movebench.core.layout import ResultsLayout
+
+            raw = ResultsLayout(into).raw
+            frame = aggregate.load(name, sorted((raw / name).rglob("*.jsonl")), raw)
         for measure in compare.measures_of(name, frame.columns):
             better = compare.direction(name, measure)
             values = pd.to_numeric(frame[measure], errors="coerce")

@@ -11,7 +11,6 @@ with logged(snakemake.log[0], Path(snakemake.output.records).parent):  # noqa: F
         snakemake.input.records,  # noqa: F821
         snakemake.output,  # noqa: F821
         snakemake.params.points,  # noqa: F821
-        snakemake.params.raw,  # noqa: F821
-        snakemake.params.failed,  # noqa: F821
+        snakemake.params.results,  # noqa: F821
         snakemake.params.launches,  # noqa: F821
     )

@@ -55,6 +55,58 @@ def snakemake(workdir: Path, *args, profile="local", timeout=600, check=True) ->
     return proc
 
 
+def results_snapshot(folder: Path) -> dict[str, tuple]:
+    """Every entry under `folder` by its relative path: (size, mtime in ns) of a file, () of a folder."""
+    found = {}
+    for path in sorted(folder.rglob("*")) if folder.is_dir() else ():
+        try:
+            st = path.lstat()
+        except FileNotFoundError:  # removed while we walked: it is not there
+            continue
+        found[path.relative_to(folder).as_posix()] = () if path.is_dir() and not path.is_symlink() else (
+            st.st_size, st.st_mtime_ns)
+    return found
+
+
+def results_changes(before: dict[str, tuple], after: dict[str, tuple]) -> list[str]:
+    """What differs between two results_snapshot()s, one line per entry: added, removed or changed."""
+    lines = [f"added {name}" for name in sorted(after.keys() - before.keys())]
+    lines += [f"removed {name}" for name in sorted(before.keys() - after.keys())]
+    lines += [f"changed {name} (size, mtime {before[name]} -> {after[name]})"
+              for name in sorted(before.keys() & after.keys()) if before[name] != after[name]]
+    return lines
+
+
+CHECKOUT_RESULTS = ROOT / "results"
+
+
+def pytest_sessionstart(session):
+    # The checkout's results/ is the user's own campaign (`make run`): tests write in their temporary folders only.
+    session.config.stash[_RESULTS_BEFORE] = results_snapshot(CHECKOUT_RESULTS)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    before = session.config.stash.get(_RESULTS_BEFORE, None)
+    if before is None:
+        return
+    changes = results_changes(before, results_snapshot(CHECKOUT_RESULTS))
+    if changes:
+        shown = "\n  ".join(changes[:20]) + (f"\n  ... and {len(changes) - 20} more" if len(changes) > 20 else "")
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        message = (f"the tests changed the checkout's {CHECKOUT_RESULTS} (a test wrote outside its temporary "
+                   f"folders, or a campaign ran there meanwhile):\n  {shown}")
+        if reporter is not None:
+            reporter.write_line("")
+            reporter.section("checkout's results/ changed", sep="=", red=True, bold=True)
+            reporter.write_line(message)
+        else:
+            print(message, file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_RESULTS_BEFORE = pytest.StashKey[dict]()
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _own_machine_lock(tmp_path_factory):
     """The suite's campaigns take their own benchmark lock and registry, not the machine's.
@@ -114,7 +166,7 @@ def _running_slurm_cluster():
 def slurm_cluster():
     """The local Slurm test cluster for the whole session: reused when already up, else started here with 2 nodes.
 
-    Its nodes n1, n2 are hosts of their own (network namespaces on 198.18.0.0/24, see docs/slurm-test-cluster.md).
+    Its nodes n1, n2 are hosts of their own (network namespaces on 198.18.0.0/24, see docs/notes/slurm-test-cluster.md).
     Tests that need more: `with slurm_cluster.resized(4):`, shaped links: `with slurm_cluster.shaped("rate=1gbit"):`.
     """
     from movebench_testcluster.slurm import LocalSlurmCluster, missing_binaries

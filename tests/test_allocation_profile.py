@@ -252,6 +252,8 @@ def test_a_killed_runs_stale_lock_stops_the_next_run_with_the_way_out(tmp_path):
     assert str(tmp_path) in json.loads((tmp_path / "results" / "campaign_run.json").read_text())["command"]
     callers = ROOT / "results" / "campaign_run.json"
     assert not callers.exists() or str(tmp_path) not in callers.read_text()
+    # and so is its partial report (tests/conftest.py's guard fails the session if the caller's results/ changed)
+    assert "tiny-allocation" in (tmp_path / "results" / "report.partial.html").read_text()
     unlocked = subprocess.run(snakemake_argv(tmp_path, "--unlock"), cwd=ROOT, env=env, capture_output=True,
                               text=True, timeout=120)  # fmt: skip
     assert unlocked.returncode == 0 and not list(locks.glob("*")), unlocked.stderr[-3000:]

@@ -55,8 +55,9 @@ def test_trend_fits_the_log_log_slope_with_its_ci():
     assert slope == pytest.approx(1, abs=0.05) and 0.5 < low < slope < high < 1.5
     assert f"slope {slope:.2f} [{low:.2f}, {high:.2f}] over 3 values" in r.evidence and "nodes=4: 3." in r.evidence
     f = judged(flat, LINEAR).loc["c0"]
-    assert f.status == "not reproduced" and "not within 1 +- 0.25" in f.evidence  # rises, but not linearly
-    two = judged(falling, LINEAR).loc["c0"]  # two points: the CI is the two launch CIs' extremes
+    # rises, but not linearly: the slope's whole interval lies below the claimed [0.75, 1.25]
+    assert f.status == "not reproduced" and "outside the claimed [0.75, 1.25]" in f.evidence
+    two = judged(falling, LINEAR).loc["c0"]  # two points: the same weighted fit, its CI from their two CIs
     assert two.status == "not reproduced" and "slope -1.0" in two.evidence and "over 2 values" in two.evidence
     one = judged(kv("put", 1e9), LINEAR).loc["c0"]
     assert one.status == "not measured" and "two or more values of nodes" in one.evidence
@@ -64,16 +65,17 @@ def test_trend_fits_the_log_log_slope_with_its_ci():
 
 def test_trend_of_a_ratio_pairs_cells_and_respects_the_axis_range():
     table = []
-    for size, gain, s in ((1024, 6.0, 1), (65536, 3.0, 2), (2**20, 1.2, 3), (2**24, 1.0, 4)):
+    for size, gain, s in ((1024, 6.0, 1), (65536, 3.0, 2), (2**20, 1.2, 3), (2**24, 1.0, 4), (2**26, 1.0, 5)):
         table += kv("put", 1e8, seed=s, value_size=size) + kv("batch_put", 1e8 * gain, seed=s + 10, value_size=size)
     claim = {"kind": "trend", "ratio": {"numerator": "batch_put", "denominator": "put"}, "axis": "value_size",
              "sign": -1}
     assert judged(table, claim).loc["c0"].status == "reproduced"
     rising = {**claim, "sign": 1}
     assert judged(table, rising).loc["c0"].status == "not reproduced"
-    # the flat part alone (>= 1 MiB): its CI holds 0, so the fall is not settled there
-    flat = judged(table, {**claim, "axis_range": ["1MiB", None]}).loc["c0"]
-    assert flat.status == "not reproduced" and "CI holds 0" in flat.evidence and "over 2 values" in flat.evidence
+    # the flat part alone (>= 1 MiB): the slope's interval holds 0, so the fall is not settled there
+    flat = judged(table, {**claim, "axis_range": ["16MiB", "64MiB"]}).loc["c0"]
+    assert flat.status == "inconclusive" and "reaches past the claimed below 0" in flat.evidence
+    assert "over 2 values" in flat.evidence and "launches" in flat.evidence
 
 
 def bcast(method, density, seconds, seed):
@@ -95,7 +97,8 @@ def test_crossover_places_the_crossing_between_the_stated_values():
     assert r.points == 3
     late = judged(table, {**CROSS, "between": [0.008, 0.6]}).loc["c0"]  # at 0.008 pickle is already slower
     assert late.status == "not reproduced"
-    assert "not as claimed (claimed: the CI below 1 at every density <= 0.008" in late.evidence
+    assert "not as claimed (a CI lies wholly on the wrong side of 1: claimed below 1 at every density <= 0.008" \
+        in late.evidence
     dense_only = judged([r for r in table if r["density"] > 0.001], CROSS).loc["c0"]
     assert dense_only.status == "not measured" and "no value at or below 0.0008" in dense_only.evidence
 
@@ -130,7 +133,7 @@ def test_band_of_percent_of_peak():
              "where": {"message_size": "128KiB"}, "low": 80, "high": 90, "unit": "%"}
     inside = rows("shuffle", "shuffle", point, 0.85, metric="efficiency")
     r = judged(inside, claim).loc["c0"]
-    assert r.status == "reproduced" and "1 of 1 points in [80, 90]%" in r.evidence and "85" in r.evidence
+    assert r.status == "reproduced" and "1 of 1 intervals wholly in [80, 90]%" in r.evidence and "85" in r.evidence
     below = rows("shuffle", "shuffle", point, 0.55, metric="efficiency")
     assert judged(below, claim).loc["c0"].status == "not reproduced"
     other_size = rows("shuffle", "shuffle", {**point, "message_size": 4096}, 0.85, metric="efficiency")
@@ -165,7 +168,8 @@ def test_check_judges_a_studys_claims_on_a_results_folder(tmp_path, capsys):
     pd.DataFrame(table).to_parquet(tmp_path / "tables" / "kv.parquet", index=False)
     assert main(["check", str(tmp_path), "--studies", "dragon-ddict"]) == 0
     out = capsys.readouterr().out
-    assert "the claims of dragon-ddict: 1 reproduced, 0 not reproduced, 5 not measured" in out
+    assert ("the claims of dragon-ddict: 1 reproduced, 0 not reproduced, 0 inconclusive, 0 not comparable, "
+            "5 not measured") in out
     assert "REPRODUCED      ddict/get-frequently-above-put: above 1 in 2 of 2 cells" in out
     assert (tmp_path / "claims.csv").exists()
     assert main(["check", str(tmp_path), "--studies", "ddict"]) == 2
@@ -191,3 +195,156 @@ def test_per_rank_pairs_points_at_equal_ranks_per_node_and_divides_by_ranks():
     per = {(f.params["nodes"], f.params["ranks_per_node"]): f.median for f in figures}
     assert per.keys() == {(2, "1"), (2, "2"), (4, "1")}
     assert per[(2, "1")] == pytest.approx(100e6, rel=0.05) and per[(4, "1")] == pytest.approx(60e6, rel=0.05)
+
+
+# --- the three-way word: never stronger than the interval (issue 39's examples) ---
+
+
+def figure(median, low, high, launches=3, **params):
+    return claims.Figure(params, median, low, high, "p", "n", ("p",), launches)
+
+
+BAND = {"kind": "band", "ratio": {"numerator": "pickle", "denominator": "buffer"}, "low": 0.8, "high": 1.25,
+        "unit": "x"}
+
+
+def test_a_band_is_reproduced_only_when_the_whole_interval_lies_inside():
+    claim = doc(BAND)["claims"][0]
+    wide = claims._band(claim, [figure(1.0, 0.001, 1000)])  # the median in the band says nothing on its own
+    assert wide[0] == "inconclusive" and "overlaps" in wide[1]
+    assert claims._band(claim, [figure(1.0, 0.9, 1.1)])[0] == "reproduced"
+    assert claims._band(claim, [figure(2.0, 1.6, 2.5)])[0] == "not reproduced"
+    # one point outside outweighs one open: the claim holds at every point or not at all
+    assert claims._band(claim, [figure(1.0, 0.5, 2), figure(2.0, 1.6, 2.5)])[0] == "not reproduced"
+    near = claims._band(claim, [figure(1.0, 0.78, 1.28, launches=3)])
+    assert near[0] == "inconclusive" and "about" in near[1] and "launches (now 3) would settle it" in near[1]
+
+
+def test_a_slope_interval_reaching_past_linear_is_inconclusive():
+    assert claims.place(0.07, 2.35, *claims._claimed_slopes(LINEAR)) == "overlaps"
+    # end to end: linear medians, but launches so noisy that the slope's interval spans far beyond 0.75..1.25
+    noisy = [r for n, s in ((1, 1), (2, 2)) for r in rows("kv", "put", {"operation": "put", **SERIES,
+                                                                          "value_size": 4096, "nodes": n},
+                                                          1e9 * n, seed=s, cv=0.3)]
+    r = judged(noisy, LINEAR).loc["c0"]
+    assert r.status == "inconclusive" and "reaches past the claimed [0.75, 1.25]" in r.evidence
+
+
+def test_three_wide_points_give_a_slope_interval_as_wide_as_they_are():
+    """1.07, 1.00, 0.94, each known to within a factor 2: the medians alone fit a tight -0.09, the points do not."""
+    points = [(n, figure(m, m / 2, m * 2, nodes=n)) for n, m in ((1, 1.07), (2, 1.00), (4, 0.94))]
+    slope, low, high = claims.fit_slope(points)
+    assert slope == pytest.approx(-0.09, abs=0.01)
+    assert low < -0.6 and high > 0.4  # the intervals' width, not the medians' near-perfect line
+    tight = [(n, figure(m, m / 1.01, m * 1.01, nodes=n)) for n, m in ((1, 1.07), (2, 1.00), (4, 0.94))]
+    assert claims.fit_slope(tight)[2] < 0  # the same medians known to 1%: the fall is settled
+    claim = doc({"kind": "trend", "variant": "put", "axis": "nodes", "sign": -1})["claims"][0]
+    assert claims._trend(claim, [f for _, f in points])[0] == "inconclusive"
+    assert claims._trend(claim, [f for _, f in tight])[0] == "reproduced"
+
+
+def test_a_figure_whose_interval_reaches_zero_is_reported_not_dropped():
+    claim = doc(BAND)["claims"][0]
+    status, evidence, n = claims._band(claim, [figure(1.0, 0.0, 3.0)])
+    assert status == "inconclusive" and n == 1 and "its interval reaches 0" in evidence
+    trend = doc({"kind": "trend", "variant": "put", "axis": "nodes", "sign": 1})["claims"][0]
+    points = [figure(1.0, 0.9, 1.1, nodes=1), figure(2.0, 0.0, 4.0, nodes=2), figure(4.0, 3.6, 4.4, nodes=4)]
+    status, evidence, n = claims._trend(trend, points)
+    # the zero-reaching point weighs nothing, the other two settle the rise, and all three are listed
+    assert status == "reproduced" and n == 3 and "nodes=2: 2 [0, 4] (its interval reaches 0)" in evidence
+    # a ratio whose denominator's interval reaches 0 has no upper end: kept, with inf
+    table = []
+    for method, seconds in (("pickle", 2.0), ("buffer", 1.0)):
+        table += rows("bcast", method, {"kind": "dense", "method": method, "nodes": 1, "ranks": 2, "shape": "100x100",
+                                        "density": 1.0, "dtype": "float64"}, seconds, metric="elapsed_s")
+    frame = pd.DataFrame(table)
+    frame.loc[(frame["variant"] == "buffer") & (frame["launch"] == 0), "elapsed_s"] = 1e-300
+    frame.loc[(frame["variant"] == "buffer") & (frame["launch"] == 1), "elapsed_s"] = -1.0
+    r = judged(frame, {**BAND, "family": "bcast", "metric": "elapsed_s"}).loc["c0"]
+    assert r.status == "inconclusive" and r.points == 1 and "inf]" in r.evidence
+
+
+def test_a_share_is_not_reproduced_only_when_the_open_cells_cannot_save_it():
+    claim = doc({"kind": "share", "ratio": {"numerator": "get", "denominator": "put"}, "at_least": 0.5})["claims"][0]
+    above, below, open_ = figure(1.5, 1.2, 1.8), figure(0.5, 0.4, 0.6), figure(1.0, 0.5, 2.0)
+    assert claims._share(claim, [above, open_])[0] == "reproduced"  # 1 of 2 settled above is half
+    assert claims._share(claim, [below, open_])[0] == "inconclusive"  # the open cell could make it half
+    assert claims._share(claim, [below, below, open_])[0] == "not reproduced"  # at most 1 of 3
+
+
+def test_a_claim_run_on_a_stand_in_is_not_comparable_and_says_what_it_would_be():
+    table = []
+    for backend, bw, s in (("posix", 5e9, 1), ("blob", 5e8, 2)):
+        point = {"pattern": "mfmw", "backend": backend, "nodes": 1, "ranks": 2, "size_per_proc": 2**20}
+        table += rows("io", "mfmw", point, bw, seed=s)
+    claim = {"kind": "share", "family": "io", "across": "backend", "ratio": {"numerator": "posix",
+             "denominator": "blob"}, "where": {"pattern": "mfmw"}, "at_least": 1, "needs": ["azure-blob", "lustre"]}
+    paths = {b: families.point_path({"pattern": "mfmw", "backend": b, "nodes": 1, "ranks": 2,
+                                     "size_per_proc": 2**20}) for b in ("posix", "blob")}
+    here = {("io", paths["posix"]): claims.ran_on({"storage.backend": "posix", "storage.filesystem": "ext4"}),
+            ("io", paths["blob"]): claims.ran_on({"storage.backend": "blob",
+                                                  "storage.endpoint": "http://127.0.0.1:10000/devstoreaccount1"})}
+    r = claims.judge(pd.DataFrame(table), doc(claim), conditions=here).set_index("id").loc["c0"]
+    assert r.status == "not comparable" and r.needs == "azure-blob, lustre"
+    assert "blob on azurite" in r.evidence and "posix on ext4" in r.evidence
+    assert "On these points it would be reproduced" in r.evidence
+    cluster = {("io", paths["posix"]): claims.ran_on({"storage.backend": "posix", "storage.filesystem": "lustre"}),
+               ("io", paths["blob"]): claims.ran_on({"storage.backend": "blob",
+                                                     "storage.endpoint": "https://acct.blob.core.windows.net"})}
+    assert claims.judge(pd.DataFrame(table), doc(claim), conditions=cluster).loc[0, "status"] == "reproduced"
+    unknown = claims.judge(pd.DataFrame(table), doc(claim)).loc[0]
+    assert unknown.status == "not comparable" and "no meta says what it ran on" in unknown.evidence
+
+
+def test_a_claim_over_nodes_run_on_one_host_is_not_comparable():
+    table = [r for n, s in ((1, 1), (2, 2), (4, 3)) for r in kv("put", 1e9 * n, seed=s, nodes=n)]
+    paths = {n: families.point_path({"operation": "put", **SERIES, "value_size": 4096, "nodes": n})
+             for n in (1, 2, 4)}
+    one_host = {("kv", p): claims.ran_on({"fingerprint.hosts": '["vm"]'}) for p in paths.values()}
+    spread = {("kv", p): claims.ran_on({"fingerprint.hosts": str([f"n{i}" for i in range(n)]).replace("'", '"')})
+              for n, p in paths.items()}
+    claim = {**LINEAR, "needs": ["host-per-node"]}
+    r = claims.judge(pd.DataFrame(table), doc(claim), conditions=one_host).loc[0]
+    assert r.status == "not comparable" and "4 nodes on 1 host(s)" in r.evidence
+    assert claims.judge(pd.DataFrame(table), doc(claim), conditions=spread).loc[0, "status"] == "reproduced"
+
+
+def test_launches_to_settle_shrinks_the_interval_as_t_over_root_l():
+    need = references.launches_to_settle(3, half=0.2, distance=0.1)
+    assert need is not None and need > 3
+    from movebench.core import stats
+    ratio = lambda n: stats.t_quantile(0.975, n - 1) / n**0.5  # noqa: E731
+    assert 0.2 * ratio(need) / ratio(3) < 0.1 <= 0.2 * ratio(need - 1) / ratio(3)
+    assert references.launches_to_settle(3, half=0.2, distance=0.0) is None  # the estimate on the edge
+    assert references.launches_to_settle(1, half=0.2, distance=0.1) is None  # no launch-level spread to scale
+
+
+def test_best_of_judges_the_best_window_per_cell_as_the_thesis_tuned_it():
+    def point(window, ranks, efficiency, seed):
+        p = {"pattern": "shuffle", "nodes": ranks, "ranks": ranks, "message_size": 131072, "window": window,
+             "skew": 0.0}
+        return rows("shuffle", "shuffle", p, efficiency, metric="efficiency", seed=seed)
+
+    table = point(1, 2, 0.30, 1) + point(16, 2, 0.85, 2) + point(1, 4, 0.20, 3) + point(16, 4, 0.84, 4)
+    claim = {"kind": "band", "family": "shuffle", "variant": "shuffle", "metric": "efficiency",
+             "where": {"message_size": "128KiB"}, "low": 80, "high": 90, "unit": "%"}
+    every = judged(table, claim).loc["c0"]
+    assert every.status == "not reproduced" and every.points == 4  # window 1 is far below the band
+    best = judged(table, {**claim, "best_of": ["window"]}).loc["c0"]
+    assert best.status == "reproduced" and best.points == 2 and best.evidence.count("best=window=16 of 2") == 2
+
+
+def test_a_flat_trend_needs_its_slope_interval_inside_the_flat_range():
+    flat = [r for n, s in ((1, 1), (2, 2), (4, 3)) for r in kv("put", 1e9, seed=s, nodes=n)]
+    claim = {"kind": "trend", "variant": "put", "axis": "nodes", "sign": 0, "slope": {"value": 0, "within": 0.1}}
+    assert judged(flat, claim).loc["c0"].status == "reproduced"
+    rising = [r for n, s in ((1, 1), (2, 2), (4, 3)) for r in kv("put", 1e9 * n, seed=s, nodes=n)]
+    assert judged(rising, claim).loc["c0"].status == "not reproduced"
+    with pytest.raises(claims.ClaimsError, match="needs `slope`"):
+        doc({"kind": "trend", "variant": "put", "axis": "nodes", "sign": 0})
+
+
+def test_a_series_with_one_usable_interval_fits_no_slope_and_says_why():
+    trend = doc({"kind": "trend", "variant": "put", "axis": "nodes", "sign": 1})["claims"][0]
+    status, evidence, n = claims._trend(trend, [figure(1.0, 0.9, 1.1, nodes=1), figure(2.0, 0.0, 4.0, nodes=2)])
+    assert status == "inconclusive" and n == 2 and "no slope is fitted" in evidence

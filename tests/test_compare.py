@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from movebench import compare, references
+from movebench import compare, families, references
 from movebench.cli import main
 from movebench.core import envinfo
 
@@ -224,7 +224,7 @@ def test_thresholds_from_an_aa_pair_absorb_launch_to_launch_spread(tmp_path, cap
     assert main(["compare", str(a2), str(a3), "--noise-from", str(a)]) == 2
     assert "at least twice" in capsys.readouterr().err
     # three runs: every pair's ratios pooled
-    three = compare.noise_thresholds([a, a2, a3])
+    three = compare.noise_from([a, a2, a3]).thresholds
     assert three["shuffle.elapsed_s"].points == 18 and three["shuffle.elapsed_s"].threshold > 0.05
 
 
@@ -322,7 +322,7 @@ def test_references_cross_checks():
     assert lines == [
         "  references[0].study = 'nowhere': not a key of `studies`: s",
         "  references[1].id = 'r': already used by an earlier reference: ids must be unique",
-        "  references[1].family = 'teleport': must be one of bcast, calibration, io, kv, shuffle",
+        f"  references[1].family = 'teleport': must be one of {', '.join(families.names())}",
         "  references[2] = {variant: uni, ratio: {numerator: bidi, denominator: uni}}: give `variant` (a metric of "
         "one variant) or `ratio` (two variants' medians), not both",
         "  references[3] = {}: give `variant` (a metric of one variant) or `ratio` (two variants' medians), "
@@ -351,7 +351,7 @@ def test_the_published_references_are_valid_and_cite_their_studies():
     assert by_id["kv/frozen_get-vs-get/64MiB/1node"]["value"] == 2
     assert by_id["kv/frozen_get-vs-get/16MiB/2nodes"]["parameters"] == {"value_size": "16MiB", "nodes": 2}
     assert by_id["bcast/dense/10000x10000/pickle-over-buffer"]["value"] == 3.4
-    assert by_id["bcast/sparse/0.6/pickle-over-buffer"]["value"] == 4.76
+    assert by_id["bcast/sparse/0.6/pickle-over-pkl5"]["value"] == 4.76
     # absolute figures are shown, never judged; every ratio the issue names is judged
     assert not any(r.get("judged", "ratio" in r) for r in doc["references"] if "ratio" not in r)
     io = [r for r in doc["references"] if r["family"] == "io"]
@@ -398,7 +398,7 @@ def test_check_judges_ratios_and_shows_absolute_figures(tmp_path):
     own = frame.loc["own-baseline"]
     assert own.status == "pass" and own.measured == pytest.approx(1e3 * np.median(_times(10, 2.0, seed=1)))
     lines = references.summary_lines(references.check(results, doc))
-    assert lines[0] == "2 pass, 1 fail, 1 shown, 1 not measured"
+    assert lines[0] == "2 pass, 1 fail, 0 inconclusive, 1 shown, 1 not measured"
     assert any("published on Big Iron" in line for line in lines)
 
 

@@ -114,15 +114,19 @@ def test_the_sampler_counts_a_process_as_outside_load_unless_it_is_ours():
     spin = subprocess.Popen([PYTHON, "-c", SPIN.format(seconds=1.5)])
     outside = envinfo.LoadSampler(lambda: [os.getpid()], interval=0.1)
     ours = envinfo.LoadSampler(lambda: [os.getpid(), spin.pid], interval=0.1)
-    time.sleep(1.0)
-    end = time.time()
+    time.sleep(0.2)
+    start, spun = time.time(), envinfo.process_cpu_seconds(spin.pid)
+    time.sleep(0.8)
+    end, spun = time.time(), envinfo.process_cpu_seconds(spin.pid) - spun
     for sampler in (outside, ours):
         sampler.stop()
     spin.kill()
     spin.wait()
-    # whatever else the host runs, the two differ by the spinning process's CPU (a core, or most of one)
-    difference = outside.window(end - 0.8, end) - ours.window(end - 0.8, end)
-    assert difference > 0.4, difference
+    # whatever else the host runs, the two differ by the CPUs the spinning process got meanwhile (a core on an
+    # idle host, less on a busy one)
+    share = spun / (end - start)
+    difference = outside.window(start, end) - ours.window(start, end)
+    assert share > 0.05 and difference > 0.5 * share, (difference, share)
     assert outside.window(end, end) is None  # an empty window says nothing
 
 

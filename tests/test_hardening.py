@@ -6,6 +6,7 @@ process group, ranks killed with SIGKILL, a full disk on a tmpfs mounted here, t
 
 import json
 import os
+import random
 import re
 import secrets
 import shutil
@@ -245,32 +246,41 @@ def test_ctrl_c_of_the_azurite_wrapper_is_one_line_and_stops_the_workflow_and_az
     assert failed and all("interrupted (SIGINT)" in json.loads(p.read_text())["error"] for p in failed)
 
 
-def test_ctrl_c_while_launch_starts_is_the_failure_record_not_a_traceback(tmp_path):
-    """On a loaded machine Ctrl-C lands while launch still imports (the Azurite test caught it so): from launch's
-    first line on the signal is noted, and the point fails as interrupted without starting its kernel."""
+def test_ctrl_c_at_any_instant_of_a_launchs_first_second_is_the_failure_record_not_a_traceback(tmp_path):
+    """Started as the point rules start it (launchers.process.blocked_start), without bytecode so that runpy compiles
+    launch.py each time: a SIGINT while Python starts, imports or compiles waits for launch's handlers, and every
+    launch ends as an interrupted point: one line, status 1, the failure record."""
+    if not process.blocked_start():
+        pytest.skip("this env has no --block-signal (GNU coreutils before 8.31): launch starts unprotected here")
     sleeper = tmp_path / "sleeper.sh"
     sleeper.write_text("#!/bin/sh\nexec sleep 30\n")
     sleeper.chmod(0o755)
-    recorded = 0
-    for delay in (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.6):
-        folder = tmp_path / f"after-{delay}"
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    instants = random.Random(41).sample(range(1000), 20)  # ms after the start: deterministic, 20 distinct
+    for ms in instants:
+        folder = tmp_path / f"after-{ms}ms"
         folder.mkdir()
-        proc = launch_point(folder, str(sleeper))
-        time.sleep(delay)
+        proc = launch_point(folder, str(sleeper), env=env, start=process.blocked_start(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        time.sleep(ms / 1000)
         proc.send_signal(signal.SIGINT)
-        output = proc.communicate(timeout=60)[0]
-        if proc.returncode == -signal.SIGINT:
-            continue  # before Python set up its own handler: the default action, silent
-        if "Traceback" in output and "launch.py" not in output:
-            # runpy still compiling launch.py (PYTHONDONTWRITEBYTECODE), before its first line: no handler of
-            # launch's can cover that, and no import of launch's is in it
-            assert "<frozen runpy>" in output and "movebench" not in output, (delay, output)
-            continue
-        assert "Traceback" not in output and "KeyboardInterrupt" not in output, (delay, output)
-        assert proc.returncode == 1, (delay, output)
+        stdout, stderr = proc.communicate(timeout=60)
+        assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, (ms, stderr)
+        assert proc.returncode == 1, (ms, proc.returncode, stderr)
+        assert stderr.strip().splitlines() == [
+            "movebench: shuffle pattern~uni/nodes~1/ranks~2/message_size~1024/window~2 FAILED: interrupted (SIGINT)"
+        ], (ms, stderr)
         assert json.loads((folder / "failed.json").read_text())["error"] == "interrupted (SIGINT)"
-        recorded += 1
-    assert recorded >= 4
+
+
+def test_the_point_rules_start_launch_with_its_signals_blocked(tmp_path):
+    (tmp_path / "config.yaml").write_text(json.dumps(TINY))
+    proc = run(tmp_path, "-n", "--printshellcmds", "--cores", "1", timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    start = " ".join([*process.blocked_start(), "python -m movebench.launch --task"])
+    commands = [line.split("Shell command: ")[-1].strip() for line in proc.stdout.splitlines()
+                if "python -m movebench.launch" in line]
+    assert len(commands) == 3 and all(c.startswith(start) for c in commands), commands
 
 
 # --- MPICH's shared memory after a killed rank or a timeout ---
@@ -289,14 +299,15 @@ def decoy():
     path.unlink(missing_ok=True)
 
 
-def launch_point(tmp_path, launcher_cmd, timeout=60, iterations=200000):
+def launch_point(tmp_path, launcher_cmd, timeout=60, iterations=200000, env=None, start=(), **output):
     task = families.load("shuffle").task({"pattern": "uni", "nodes": 1, "ranks": 2, "message_size": 1024, "window": 2},
                                          {"iterations": iterations, "repetition_time": 0.5}, repetitions=1, warmups=0)
     out = tmp_path / "raw" / "p.jsonl"
     argv = [PYTHON, "-m", "movebench.launch", "--task", json.dumps(task.to_dict()), "--launcher", launcher_cmd,
             "--timeout", str(timeout), "--out", str(out), "--meta", str(tmp_path / "raw" / "p.meta.json"), "--failed",
             str(tmp_path / "failed.json")]
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output = output or {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT}
+    return subprocess.Popen([*start, *argv], text=True, env=env, **output)
 
 
 @pytest.mark.mpi
@@ -311,7 +322,7 @@ def test_a_killed_rank_leaves_no_segment_of_its_job_and_other_segments_stay(tmp_
     wait_for(mapped, timeout=120, every=0.05)
     theirs = set().union(*(mpi_launcher.mapped_segments(pid) for pid in ranks))
     assert theirs and all((Path("/dev/shm") / name).exists() for name in theirs)
-    time.sleep(0.5)  # mid-point: launch looks every 0.1 s until it has seen the segment (docs/hardening.md)
+    time.sleep(0.5)  # mid-point: launch looks every 0.1 s until it has seen the segment (docs/notes/hardening.md)
     os.kill(ranks[-1], signal.SIGKILL)
     log = proc.communicate(timeout=120)[0]
     assert proc.returncode == 1

@@ -3,12 +3,14 @@ presentation, the entry points on top (docs/architecture.md, "Layers"). Every im
 
 from __future__ import annotations
 
-import ast
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from movebench.core import sources
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "movebench"
@@ -30,8 +32,8 @@ LAYERS = [
 REGISTRY = "movebench.families"
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(SRC).with_suffix("").parts)
+def module_name(path: Path, src: Path = SRC) -> str:
+    parts = list(path.relative_to(src).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -48,28 +50,11 @@ def layer_of(module: str) -> int:
     raise AssertionError(f"{module} belongs to no layer: add it to tests/test_layering.py and docs/architecture.md")
 
 
-def imports_of(path: Path) -> set[str]:
-    """Every movebench module `path` imports, at the top or inside a function; `from a import b` counts as a.b
-    where a.b is a module."""
-    tree = ast.parse(path.read_text())
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            for alias in node.names:
-                candidate = f"{node.module}.{alias.name}"
-                found.add(candidate if _is_module(candidate) else node.module)
-    return {name for name in found if name == "movebench" or name.startswith(("movebench.", "movebench_"))}
-
-
-def _is_module(name: str) -> bool:
-    base = SRC.joinpath(*name.split("."))
-    return base.with_suffix(".py").exists() or (base / "__init__.py").exists()
-
-
-def graph() -> dict[str, set[str]]:
-    return {module_name(p): imports_of(p) for p in sorted(PACKAGE.rglob("*.py"))}
+def graph(src: Path = SRC) -> dict[str, set[str]]:
+    """Module -> every movebench module it imports: at the top or deferred, absolute, relative, or a literal
+    importlib.import_module (core.sources, which the report's rerun trigger also reads)."""
+    return {module_name(p, src): sources.imports_of(p, module_name(p, src))
+            for p in sorted((src / "movebench").rglob("*.py"))}
 
 
 def family_of(module: str) -> str | None:
@@ -82,15 +67,19 @@ def test_every_module_has_a_layer():
         layer_of(module)
 
 
-def test_no_import_points_up():
+def upward_imports(src: Path = SRC) -> list[str]:
     upward = []
-    for module, targets in graph().items():
+    for module, targets in graph(src).items():
         for target in targets:
             if target.startswith("movebench_"):
                 upward.append(f"{module} -> {target} (the test cluster's package: no campaign imports it)")
             elif layer_of(target) > layer_of(module):
                 upward.append(f"{module} ({LAYERS[layer_of(module)][0]}) -> {target} ({LAYERS[layer_of(target)][0]})")
-    assert upward == []
+    return upward
+
+
+def test_no_import_points_up():
+    assert upward_imports() == []
 
 
 def test_a_family_imports_no_other_family():
@@ -123,12 +112,22 @@ def test_the_import_graph_has_no_cycle():
     assert cycles == []
 
 
-def test_the_check_finds_an_upward_import(tmp_path):
-    """The layering check is not vacuous: a core module importing the report would be caught."""
-    bad = tmp_path / "bad.py"
-    bad.write_text("def f():\n    from movebench import report\n    from movebench.core import stats\n")
-    assert imports_of(bad) == {"movebench.report", "movebench.core.stats"}
-    assert layer_of("movebench.report") > layer_of("movebench.core.stats")
+PLANTED = {
+    "absolute, deferred": "def f():\n    from movebench import report\n",
+    "relative": "from .. import report\n",
+    "relative, from a module": "from ..report import render\n",
+    "a string": "import importlib\nreport = importlib.import_module('movebench.report')\n",
+    "an f-string": "import importlib\ndef f(x):\n    return importlib.import_module(f'movebench.report.{x}')\n",
+}
+
+
+@pytest.mark.parametrize("how", PLANTED)
+def test_the_check_reports_an_upward_import_planted_in_core(how, tmp_path):
+    """The real check, not its helpers, on a copy of the package: a core module importing the report, however it is
+    spelled, is reported."""
+    shutil.copytree(PACKAGE, tmp_path / "movebench", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "movebench" / "core" / "_planted.py").write_text(PLANTED[how])
+    assert upward_imports(tmp_path) == ["movebench.core._planted (core) -> movebench.report (presentation)"]
 
 
 @pytest.mark.parametrize("module", ["movebench.config", "movebench.plan", "movebench.spec"])

@@ -1,6 +1,6 @@
 """The test cluster's nodes as hosts: network, UTS, IPC and mount namespaces on a bridge of the project's own.
 
-What these pin down (docs/slurm-test-cluster.md):
+What these pin down (docs/notes/slurm-test-cluster.md):
 - each node has its own host name, address, boot id, /dev/shm; no route leaves the bridge; names resolve
   from hosts files only; munged's socket answers from every node;
 - MPI (the mpich wheel under `srun --mpi=pmi2`) puts ranks on two hosts and goes over TCP between them (UCX's

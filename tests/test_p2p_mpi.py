@@ -30,7 +30,7 @@ def test_odd_ranks_are_refused():
 @pytest.mark.parametrize(("pattern", "ranks", "numpy_expected"),
                          [("uni", 2, False), ("bidi", 2, False), ("alltoall", 3, False), ("shuffle", 2, True)])
 def test_streaming_ranks_never_load_numpy(tmp_path, pattern, ranks, numpy_expected):
-    """numpy in a rank is most of a point's fixed cost (docs/kernels.md, section 8): only the data-dependent
+    """numpy in a rank is most of a point's fixed cost (docs/notes/kernels.md, section 8): only the data-dependent
     shuffle, whose tuples are numpy arrays, may load it; the records still verify the data."""
     point = {"pattern": pattern, "nodes": 1, "ranks": ranks, "message_size": 4096, "window": 4}
     settings = {"iterations": 20}

@@ -4,6 +4,7 @@ launches a point always runs and at most runs, and the budget of disturbed launc
 import json
 
 from movebench.cli import wall_time_budget
+from movebench.core.layout import ResultsLayout
 
 
 def meta(raw, family, path, launch, start, wall, group=None, skipped=None):
@@ -30,12 +31,12 @@ def test_the_plan_prices_min_and_max_launches_from_the_last_run(tmp_path):
     config = {"campaign": {"disturbed": {"retry_budget_s": 60}},
               "shuffle": {"launches": {"min": 3, "max": 4, "mdc_target": 0.15}}, "io": {"launches": 3},
               "kv": {"launches": 3}}
-    line = wall_time_budget(config, raw)
+    line = wall_time_budget(config, ResultsLayout(raw.parent))
     assert "shuffle 20 s x 3-4" in line and "io 10 s x 3" in line
     assert "90-110 s of launches" in line  # 20 x 3 + 10 x 3 .. 20 x 4 + 10 x 3
     assert "up to 60 s of disturbed launches" in line and "not priced (no earlier launch): kv" in line
 
 
 def test_without_an_earlier_run_the_plan_says_how_to_price_it(tmp_path):
-    line = wall_time_budget({"campaign": {}, "io": {"launches": 3}}, tmp_path / "results" / "raw")
+    line = wall_time_budget({"campaign": {}, "io": {"launches": 3}}, ResultsLayout(tmp_path / "results"))
     assert line.startswith("wall time: no earlier run in") and "up to 120 s" in line

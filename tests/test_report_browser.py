@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, snakemake
+from conftest import snakemake
 from test_pipeline import TINY
 
 pytestmark = pytest.mark.browser
@@ -47,7 +47,8 @@ def test_report_opens_without_console_messages(chromium, tmp_path):
     (tmp_path / "config.yaml").write_text(json.dumps(config))
     snakemake(tmp_path)
     report = tmp_path / "results" / "report.html"
-    kept = ROOT / "results" / "report-screenshot.png"
-    kept.parent.mkdir(exist_ok=True)
-    messages = open_in_chromium(report, kept, tmp_path / "profile")
+    # in the test's own folder (pytest keeps the last few sessions' folders): the checkout's results/ is the user's
+    screenshot = tmp_path / "report-screenshot.png"
+    messages = open_in_chromium(report, screenshot, tmp_path / "profile")
+    print(f"\nscreenshot: {screenshot}")
     assert messages == []

@@ -117,6 +117,23 @@ def test_a_template_edit_reruns_the_report_only(copy):
     run()
 
 
+@pytest.mark.parametrize("module", ["claims.py", "report_verdicts.py", "findings.py"])
+def test_an_edit_to_a_module_only_the_report_imports_reruns_the_report_only(copy, module):
+    """The report's rerun trigger is what it imports (campaign.report_sources), not a list kept by hand."""
+    repo, _, run = copy
+    edit(repo / "src/movebench" / module)
+    assert planned(run) == {"report": 1, "all": 1}
+    run()
+
+
+def test_an_edit_to_the_verdicts_statistics_recomputes_the_tables_and_the_report(copy):
+    """core/verdict.py gives the tables their detectable change and the report its verdicts."""
+    repo, _, run = copy
+    edit(repo / "src/movebench/core/verdict.py")
+    assert planned(run) == {"aggregate": 2, "report": 1, "all": 1}
+    run()
+
+
 def test_a_references_edit_reruns_the_report_only(copy):
     repo, _, run = copy
     edit(repo / "config/references/published.yaml")

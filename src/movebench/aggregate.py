@@ -16,6 +16,7 @@ import pandas as pd
 
 from movebench import families
 from movebench.core import records, stats, verdict
+from movebench.core.layout import ResultsLayout
 from movebench.core.tables import counted, disturbed_launches
 from movebench.core.task import LAUNCH, launch_path, point_path_of
 
@@ -25,19 +26,27 @@ STOP_COLUMNS = ("stop_reason", "ci_half_width_rel", "repetitions_run")
 BULKY_META = ("environment", "task", "point")
 
 
-def point_of(path: Path, family: str) -> str:
-    """The point path of a raw records file .../raw/<family>/<point>.jsonl (or <point>/launch~k.jsonl)."""
-    parts = Path(path).with_suffix("").parts
-    return point_path_of("/".join(parts[parts.index(family) + 1:]) if family in parts else Path(path).stem)
+def point_of(record: dict, path: Path, family: str, raw: Path | None = None) -> str:
+    """The point a records file measured, named from the parameters its record carries, wherever the results
+    folder is; for a record that lacks one (not a movebench record), from the file's place under `raw`."""
+    fam = families.load(family)
+    point = fam.point_of_record(record)
+    if point is not None:
+        return fam.path(point)
+    if raw is None:
+        raise ValueError(f"{path}: its records do not say which {family} point they measured (axes "
+                         f"{', '.join(fam.point_keys)})")
+    return point_path_of(ResultsLayout(Path(raw).parent).launch_of(Path(path))[1])
 
 
-def load(family: str, paths) -> pd.DataFrame:
+def load(family: str, paths, raw: Path | None = None) -> pd.DataFrame:
+    """The records of `paths` (files under `raw`, a results folder's raw/) as one table."""
     frames = []
     for path in paths:
         recs = records.read_jsonl(path)
         if recs:
             frame = pd.DataFrame.from_records(recs)
-            frame["point"] = point_of(Path(path), family)
+            frame["point"] = point_of(recs[0], Path(path), family, raw)
             frame["source"] = str(path)
             frame["disturbed"], frame["other_cpus"], frame["disturbed_retries"] = launch_load(Path(path))
             frames.append(frame)
@@ -54,7 +63,7 @@ def launch_load(path: Path) -> tuple[bool, float | None, int]:
     """(whether the launch of a records file was disturbed, the CPUs other processes kept busy meanwhile, the
     disturbed attempts measured again before it), from its meta; (False, None, 0) for a meta from before launches
     measured their load."""
-    meta = path.with_name(path.name.removesuffix(".jsonl") + ".meta.json")
+    meta = ResultsLayout.meta_of(path)
     try:
         info = json.loads(meta.read_text())
     except (OSError, ValueError):
@@ -137,7 +146,7 @@ def flatten_meta(meta: dict, bulky=()) -> dict:
     return flat
 
 
-def points_table(family: str, points: list[dict], raw: Path, failed: Path, launches: int = 1) -> pd.DataFrame:
+def points_table(family: str, points: list[dict], layout: ResultsLayout, launches: int = 1) -> pd.DataFrame:
     """One row per point of the grid: status (ok when every planned launch has records, failed when one failed,
     else missing), failure, records file and the flattened meta of its first launch; with several launches,
     how many are done."""
@@ -146,11 +155,11 @@ def points_table(family: str, points: list[dict], raw: Path, failed: Path, launc
     for point in points:
         path = families.point_path(point)
         row = {"family": family, "variant": point[fam.variant], "point": path, **point, "status": "missing",
-               "records": f"raw/{family}/{path}.jsonl"}
+               "records": layout.named(layout.records(family, path))}
         launch_paths = [launch_path(path, k) for k in range(launches)]
-        done = [p for p in launch_paths if (raw / family / f"{p}.jsonl").exists()]
-        failures = [failed / family / f"{p}.json" for p in launch_paths if (failed / family / f"{p}.json").exists()]
-        meta_file = raw / family / f"{path}.meta.json"
+        done = [p for p in launch_paths if layout.records(family, p).exists()]
+        failures = [layout.failure(family, p) for p in launch_paths if layout.failure(family, p).exists()]
+        meta_file = layout.meta(family, path)
         if meta_file.exists():
             row.update(flatten_meta(json.loads(meta_file.read_text()), fam.bulky_meta))
         if len(done) == launches:
@@ -165,10 +174,12 @@ def points_table(family: str, points: list[dict], raw: Path, failed: Path, launc
     return pd.DataFrame(rows)
 
 
-def write_tables(family: str, paths, output, grid_points: list[dict], raw, failed, launches: int = 1) -> None:
-    table = load(family, paths)
+def write_tables(family: str, paths, output, grid_points: list[dict], results, launches: int = 1) -> None:
+    """The family's tables from the records `paths` of the results folder `results`."""
+    layout = ResultsLayout(results)
+    table = load(family, paths, layout.raw)
     summary = summarize(family, table)
-    points = points_table(family, grid_points, Path(raw), Path(failed), launches)
+    points = points_table(family, grid_points, layout, launches)
     for path in (output.records, output.parquet, output.summary, output.points):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     _atomic(output.records, lambda p: table.to_csv(p, index=False))

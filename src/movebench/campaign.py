@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 
 from movebench import admission, cluster, families, launchers, machine, stacks
-from movebench.core import envinfo, records
+from movebench.core import envinfo, records, sources
+from movebench.core.layout import ResultsLayout
 from movebench.core.task import Task, point_path_of
 from movebench.services import hold
 
@@ -59,7 +60,7 @@ def job_environment(config: dict, launch_order_seed: int | None = None) -> dict[
     here = str(Path(sys.executable).parent)
     path = os.environ.get("PATH", "")
     env = {"MOVEBENCH_CONFIG_HASH": envinfo.config_hash(config), "MOVEBENCH_CAMPAIGN": config["campaign"]["name"],
-           # looked up once here rather than in every point (0.1-0.2 s each: docs/kernels.md, fixed cost)
+           # looked up once here rather than in every point (0.1-0.2 s each: docs/notes/kernels.md, fixed cost)
            "MOVEBENCH_GIT_COMMIT": envinfo.git_commit() or "",
            "MOVEBENCH_PACKAGES": json.dumps(envinfo.package_versions())}
     if launch_order_seed is not None:
@@ -69,7 +70,7 @@ def job_environment(config: dict, launch_order_seed: int | None = None) -> dict[
     if os.environ.get(DISTURBED_OVERRIDE_ENV):
         # a host whose outside load is expected and not the campaign's concern (the test suite's own runs)
         disturbed["other_cpus"] = float(os.environ[DISTURBED_OVERRIDE_ENV])
-    disturbed["ledger"] = str(Path(config["campaign"].get("results_dir", "results")).resolve() / ".retries")
+    disturbed["ledger"] = str(ResultsLayout(Path(config["campaign"].get("results_dir", "results")).resolve()).retry_ledger)
     env["MOVEBENCH_DISTURBED"] = json.dumps(disturbed)
     if path.split(os.pathsep)[0] != here:
         env["PATH"] = os.pathsep.join([here, path]) if path else here
@@ -81,6 +82,22 @@ def kernel_sources(family: str) -> list[str]:
     folder, fam = families.folder(family), families.load(family)
     own = sorted(str(p.resolve()) for pattern in fam.kernel_sources for p in folder.glob(pattern))
     return own + [str(launchers.of_family(family).source)] + [str(PACKAGE / name) for name in RUNNER_SOURCES]
+
+
+def report_sources(family_names) -> list[Path]:
+    """The files whose change reruns the report: every module the report imports, and those its families' report
+    hooks import, read from the source (core.sources), so that no hand-kept list can miss one."""
+    return _sources(["movebench.report", *(f"{families.__name__}.{name}.report" for name in family_names)])
+
+
+def aggregate_sources(family: str) -> list[Path]:
+    """The files whose change recomputes a family's tables: what aggregate imports, and the family's spec and report
+    hooks with what they import."""
+    return _sources(["movebench.aggregate", f"{families.__name__}.{family}", f"{families.__name__}.{family}.report"])
+
+
+def _sources(roots: list[str]) -> list[Path]:
+    return sources.closure(roots, {families.__name__: [Path(p) for p in families.__path__]})
 
 
 def task_of(tasks: dict, family: str, path: str) -> Task:
@@ -99,12 +116,11 @@ DRY_RUN_VERDICT_ENV = "MOVEBENCH_DRY_RUN_VERDICT"
 def pending_points(config: dict, tasks: dict, root: Path | None = None) -> dict[str, list[dict]]:
     """Family -> the points with a launch whose records are missing: what a run would measure, from the files
     alone (what a dry run or a plan can know before Snakemake's DAG)."""
-    raw = Path(config["campaign"]["results_dir"])
-    raw = (raw if raw.is_absolute() or root is None else root / raw) / "raw"
+    layout = ResultsLayout.of(config, root)
     todo: dict[str, list[dict]] = {}
     for family, by_path in tasks.items():
         for path, task in by_path.items():
-            if not (raw / family / f"{path}.jsonl").exists() and task.point not in todo.setdefault(family, []):
+            if not layout.records(family, path).exists() and task.point not in todo.setdefault(family, []):
                 todo[family].append(task.point)
     return {family: points for family, points in todo.items() if points}
 
@@ -179,7 +195,8 @@ class CampaignRun:
         # Absolute: Snakemake's --directory is the working directory only while it runs the workflow, and a run
         # that ends early (a stale lock) ends after it has changed back, where a relative path would name the
         # caller's own results.
-        self.results = Path(config["campaign"]["results_dir"]).absolute()
+        self.layout = ResultsLayout(Path(config["campaign"]["results_dir"]).absolute())
+        self.results = self.layout.root
         self.services = contextlib.ExitStack()
         self.started = time.time()
         self.host_load = envinfo.HostLoad()
@@ -325,7 +342,7 @@ class CampaignRun:
             elif "point_path" in job.wildcards.keys():
                 to_run.add((job.rule.name.removesuffix("_point"), job.wildcards.point_path))
         with contextlib.suppress(OSError):  # bookkeeping: a full disk fails the points, not this
-            records.write_json(self.results / "launch_order.json", {
+            records.write_json(self.layout.launch_order, {
                 "seed": self.seed, "started": self.started,
                 "order": [[family, path] for family, path in self.order if (family, path) in to_run]})
 
@@ -365,7 +382,7 @@ class CampaignRun:
             self.take_lock()
         # The run's wall time and the host's load start once the lock is ours: waiting is not the campaign's.
         self.started, self.host_load = time.time(), envinfo.HostLoad()
-        (self.results / ".retries").unlink(missing_ok=True)  # the retry budget is this run's (launch.DisturbedPolicy)
+        self.layout.retry_ledger.unlink(missing_ok=True)  # the retry budget is this run's (launch.DisturbedPolicy)
         self.rate_limit = drop_default_rate_limit(getattr(workflow, "scheduler", None))
         self.watch_interrupts(also=(signal.SIGTERM, signal.SIGHUP) if in_allocation else ())
         self.write_launch_order(workflow)
@@ -416,9 +433,9 @@ class CampaignRun:
                 "command": self.command, "host_load": self.host_load.finish(),
                 "scheduler_rate_limit": self.rate_limit}
         try:
-            records.write_text(self.results / "campaign_run.json", json.dumps(info, indent=2) + "\n")
+            records.write_text(self.layout.run_record, json.dumps(info, indent=2) + "\n")
         except OSError as exc:
-            print(f"movebench: could not write {self.results / 'campaign_run.json'}: {exc.strerror or exc}",
+            print(f"movebench: could not write {self.layout.run_record}: {exc.strerror or exc}",
                   file=sys.stderr)
         if self.lock is not None:
             self.lock.release()
@@ -453,11 +470,10 @@ class CampaignRun:
     def counts(self) -> tuple[int, int, str]:
         """(points whose every launch has records, points of the grid, "" or " (k of n launches)" when points have
         several launches)."""
-        raw = self.results / "raw"
         launches: dict[tuple[str, str], list[bool]] = {}
         for family, tasks in self.tasks.items():
             for path in tasks:
-                launches.setdefault((family, point_path_of(path)), []).append((raw / family / f"{path}.jsonl").exists())
+                launches.setdefault((family, point_path_of(path)), []).append(self.layout.records(family, path).exists())
         done = sum(all(found) for found in launches.values())
         several = any(len(found) > 1 for found in launches.values())
         runs = [f for found in launches.values() for f in found]
@@ -470,7 +486,10 @@ class CampaignRun:
         done, total, of_launches = self.counts()
         free = admission.free_bytes(self.results)[0]
         try:
-            path = report.render_partial(self.config, self.grid)
+            # self.results, not the config's relative results_dir: after a stale lock the run ends back in the
+            # caller's folder, and a relative path would put this run's partial report in the caller's results.
+            config = {**self.config, "campaign": {**self.config["campaign"], "results_dir": str(self.results)}}
+            path = report.render_partial(config, self.grid)
             where = f"partial report at {path}"
         except Exception as exc:  # the run already failed: say why the report is missing, keep the first error
             where = f"no partial report ({exc.strerror if isinstance(exc, OSError) else exc})"

@@ -14,15 +14,17 @@ import signal
 import statistics
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
 import yaml
 
+from movebench import __version__, cluster, families, verdict_commands
 from movebench import campaign as campaign_run
-from movebench import cluster, families, verdict_commands
 from movebench import config as campaign_config
 from movebench import plan as planning
+from movebench.core.layout import ResultsLayout
 from movebench.core.task import LAUNCH, launch_path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -89,11 +91,11 @@ def run(args, snakemake_args: list[str]) -> int:
                   file=sys.stderr)
             return 1
     try:
-        results = ROOT / campaign["campaign"]["results_dir"]
+        layout = ResultsLayout.of(campaign, ROOT)
     except (KeyError, TypeError):
         return rc
-    for name, note in (("report.html", ""), ("report.partial.html", " (partial: some points failed or did not run)")):
-        report = (results / name).resolve()
+    for report, note in ((layout.report, ""), (layout.partial_report, " (partial: some points failed or did not run)")):
+        report = report.resolve()
         if report.exists() and report.stat().st_mtime >= started:
             print(f"movebench: report at {report}{note}")
     print(f"movebench: snakemake took {time.time() - started:.0f} s, exit status {rc}")
@@ -161,8 +163,7 @@ def plan(args) -> int:
     for rule, res in (profile.get("set-resources") or {}).items():
         if isinstance(res, dict) and "runtime" in res and rule.endswith("_point"):
             time_limit_override[rule.removesuffix("_point")] = int(res["runtime"])
-    raw = Path(config["campaign"]["results_dir"])
-    raw = (raw if raw.is_absolute() else ROOT / raw) / "raw"
+    layout = ResultsLayout.of(config, ROOT)
 
     # Each launch of a point is a job of its own (campaign.launches): the plan counts launches as points.
     launches = {name: planning.planned_launches(config[name]["launches"]) for name in grid}
@@ -171,7 +172,7 @@ def plan(args) -> int:
 
     def done(name, entry):
         point = {k: v for k, v in entry.items() if k != LAUNCH}
-        return (raw / name / f"{launch_path(families.point_path(point), entry[LAUNCH])}.jsonl").exists()
+        return layout.records(name, launch_path(families.point_path(point), entry[LAUNCH])).exists()
 
     # A launch group (launch_groups) is one job: its members' entries, found by their launch paths.
     tasks = planning.tasks(config, grid)
@@ -188,7 +189,7 @@ def plan(args) -> int:
           + (f", {packing} points per job" if packing else "")
           + (f", --resources {' '.join(f'{k}={v}' for k, v in resources.items())}" if packing and resources else ""))
     print(cluster.format_plan(jobs, config["campaign"]))
-    print(wall_time_budget(config, raw))
+    print(wall_time_budget(config, layout))
     refused = _refusal(config, args.profile, default_executor="slurm")
     if refused:
         print(refused.replace("refused before any job", "the run would stop before any job"), file=sys.stderr)
@@ -196,14 +197,15 @@ def plan(args) -> int:
     return 0
 
 
-def wall_time_budget(config: dict, raw: Path) -> str:
-    """The campaign's wall time one point at a time, priced from the launches of an earlier run in `raw`: per
+def wall_time_budget(config: dict, layout: ResultsLayout) -> str:
+    """The campaign's wall time one point at a time, priced from the launches of an earlier run there: per
     family the seconds of one round (every point's launch k, launch groups once), times the launches a point
     always runs and at most runs (an adaptive rule's min and max), and the retries' budget."""
     import json
     import statistics
 
     rounds, lines = {}, []
+    raw = layout.raw
     for name in config:
         if name == "campaign" or not (raw / name).is_dir():
             continue
@@ -217,7 +219,7 @@ def wall_time_budget(config: dict, raw: Path) -> str:
             rounds[name] = statistics.median(sum(w.values()) for w in walls.values())
     retries = float((config["campaign"].get("disturbed") or {}).get("retry_budget_s", 120))
     if not rounds:
-        return (f"wall time: no earlier run in {raw.parent} to price it; run the campaign once (or a smaller one) "
+        return (f"wall time: no earlier run in {layout.root} to price it; run the campaign once (or a smaller one) "
                 f"and plan again. Disturbed launches may add up to {retries:g} s (campaign.disturbed.retry_budget_s).")
     low = high = 0.0
     for name, seconds in rounds.items():
@@ -237,13 +239,13 @@ def efficiency(args) -> int:
     launch's wall time (launch_wall_s in its meta) less the timed seconds of the points it measured, per launch and
     per point (a launch group's cost shared by its points)."""
     config = _load(args.configfile)
-    results = Path(config["campaign"]["results_dir"])
-    if not (results / "campaign_run.json").exists():
-        print(f"movebench: no finished run in {results} (no campaign_run.json, written when snakemake ends): "
+    layout = ResultsLayout.of(config)
+    if not layout.run_record.exists():
+        print(f"movebench: no finished run in {layout.root} (no campaign_run.json, written when snakemake ends): "
               "run the campaign first (snakemake --profile local), or name its config with --configfile",
               file=sys.stderr)
         return 1
-    run_info = json.loads((results / "campaign_run.json").read_text())
+    run_info = json.loads(layout.run_record.read_text())
     timed = counted = 0.0
     per_family: dict[str, float] = {}
     # (family, launch) -> [wall, timed seconds of its points, points]
@@ -253,9 +255,9 @@ def efficiency(args) -> int:
     # Only what the last run measured: the results folder also keeps the points of earlier runs, which a rerun
     # did not redo (and a point whose meta does not say when it ran cannot be placed in either).
     earlier = 0
-    for path in (results / "raw").rglob("*.jsonl"):
-        family = path.relative_to(results / "raw").parts[0]
-        meta_path = path.with_name(path.name[: -len(".jsonl")] + ".meta.json")
+    for path in layout.raw.rglob("*.jsonl"):
+        family = layout.launch_of(path)[0]
+        meta_path = layout.meta_of(path)
         try:
             meta = json.loads(meta_path.read_text())
         except (OSError, json.JSONDecodeError):
@@ -283,7 +285,7 @@ def efficiency(args) -> int:
     wall = run_info["wall_s"]
     print(f"campaign wall time            {wall:8.1f} s")
     if earlier:
-        print(f"  ({earlier} point-launches in {results / 'raw'} were not measured by this run: left out)")
+        print(f"  ({earlier} point-launches in {layout.raw} were not measured by this run: left out)")
     print(f"inside timed regions          {timed:8.1f} s  ({100 * timed / wall:.1f}% of wall, warm-ups included)")
     print(f"  of which counted reps       {counted:8.1f} s  ({100 * counted / wall:.1f}% of wall)")
     for family, seconds in sorted(per_family.items()):
@@ -339,17 +341,48 @@ def covered(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
+CONFIG_ENV = "MOVEBENCH_CONFIG"
+CONFIGFILE_HELP = (f"the campaign's config file (default: ${CONFIG_ENV} when set, else the profile's, "
+                   f"{DEFAULT_CONFIG}); a file given replaces the whole campaign. Accepted before or after the "
+                   "subcommand")
+
+
+def profiles_help() -> str:
+    """One line per profile folder in profiles/: its name and the first sentence of its config's opening comment."""
+    lines = []
+    for folder in sorted((ROOT / "profiles").iterdir()):
+        if not (folder / "config.yaml").is_file():
+            continue
+        comment = []
+        for line in (folder / "config.yaml").read_text().splitlines():
+            if not line.startswith("#"):
+                break
+            comment.append(line.lstrip("#").strip())
+        text = " ".join(comment)
+        ends = [i for i in (text.find(": "), text.find(". ")) if i >= 0]
+        first = text[: min(ends)] if ends else text.rstrip(".")
+        if first.endswith(")") and " (" in first:  # its pointer to the docs, not what it is
+            first = first[: first.rindex(" (")]
+        lines.append(f"  {folder.name:18s}{first}")
+    return "profiles (--profile NAME, from profiles/; or a profile folder's path):\n" + "\n".join(lines)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m movebench", description=__doc__.split("\n\n")[0],
-                                     allow_abbrev=False)
-    parser.add_argument("--configfile", default=os.environ.get("MOVEBENCH_CONFIG"),
-                        help=f"the campaign (default: the profile's, {DEFAULT_CONFIG})")
+                                     allow_abbrev=False, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=textwrap.fill(
+                                         f"environment: {CONFIG_ENV}=path/to/campaign.yaml names the campaign for "
+                                         "every subcommand, as --configfile does (a --configfile given wins)."))
+    parser.add_argument("--version", action="version", version=f"movebench {__version__}")
+    parser.add_argument("--configfile", default=os.environ.get(CONFIG_ENV), help=CONFIGFILE_HELP)
     sub = parser.add_subparsers(dest="command", required=True)
     p_run = sub.add_parser("run", help="snakemake --profile local (arguments it does not know go to snakemake)",
-                           allow_abbrev=False,
-                           description="Runs `snakemake --profile PROFILE` from the repository; every argument "
-                           "not listed here goes to snakemake: -n, --unlock, targets, --cores ...")
-    p_run.add_argument("--profile", default="local", help="snakemake profile: local or slurm")
+                           allow_abbrev=False, formatter_class=argparse.RawDescriptionHelpFormatter,
+                           description=textwrap.fill("Runs `snakemake --profile PROFILE` from the repository; "
+                                                     "every argument not listed here goes to snakemake: -n, "
+                                                     "--unlock, targets, --cores ..."),
+                           epilog=profiles_help())
+    p_run.add_argument("--profile", default="local", help="snakemake profile, one of those below (default: local)")
     p_plan = sub.add_parser("plan", help="Slurm jobs, nodes and node-hours the campaign asks for, before anything runs")
     p_plan.add_argument("--profile", default="slurm", help="the Slurm profile whose settings size the jobs")
     p_plan.add_argument("--group-components", nargs="+", default=[], metavar="FAMILY=N",
@@ -358,6 +391,9 @@ def main(argv=None) -> int:
                         help="as snakemake's global --resources (nodes, benchmark_slots): how grouped points share")
     sub.add_parser("efficiency", help="share of the last run's wall time inside timed regions")
     verdict_handlers = verdict_commands.add_parsers(sub)
+    for command in sub.choices.values():
+        # SUPPRESS: given only after the subcommand, it must not reset one given before it (or $MOVEBENCH_CONFIG)
+        command.add_argument("--configfile", default=argparse.SUPPRESS, help=CONFIGFILE_HELP)
     args, rest = parser.parse_known_args(argv)
     if args.command == "run":
         return run(args, rest)

@@ -21,6 +21,7 @@ import pandas as pd
 
 from movebench import resources
 from movebench.core import envinfo
+from movebench.core.layout import ResultsLayout
 from movebench.core.tables import counted, disturbed_launches
 from movebench.core.verdict import (
     ALPHA,
@@ -82,25 +83,22 @@ class Results:
 
 
 def read_results(path) -> Results:
-    """Records from `<path>/tables/<family>.parquet` (raw `.jsonl` where a table is missing), metas from
-    `<path>/raw/<family>/<point>.meta.json`, failed points from `<path>/failed/`.
-
-    The one place that knows the results layout, so it can move to a per-point table later.
-    """
+    """Records from each family's table (its raw records where a table is missing), each point's meta, the
+    failed points (core.layout says where each lives)."""
     path = Path(path)
-    tables, raw = path / "tables", path / "raw"
-    if not tables.is_dir() and not raw.is_dir():
-        raise ResultsError(f"{path}: not a movebench results folder (no tables/ or raw/ in it)")
-    names = sorted({p.stem for p in tables.glob("*.parquet")} | {p.name for p in raw.glob("*") if p.is_dir()})
+    layout = ResultsLayout(path)
+    if not layout.tables.is_dir() and not layout.raw.is_dir():
+        raise ResultsError(f"{path}: not a movebench results folder (no {layout.tables.name}/ or "
+                           f"{layout.raw.name}/ in it)")
     frames = []
-    for name in names:
-        parquet = tables / f"{name}.parquet"
+    for name in layout.families():
+        parquet = layout.table(name)
         if parquet.exists():
             frame = pd.read_parquet(parquet)
         else:
             from movebench import aggregate
 
-            frame = aggregate.load(name, sorted((raw / name).rglob("*.jsonl")))
+            frame = aggregate.load(name, sorted((layout.raw / name).rglob("*.jsonl")), layout.raw)
         if len(frame):
             frame = frame.assign(family=name)
             frames.append(frame)
@@ -108,14 +106,13 @@ def read_results(path) -> Results:
         columns=["family", "variant", "point", "rep", "warmup", "ok"])
     metas = {}
     for family, point in records[["family", "point"]].drop_duplicates().itertuples(index=False):
-        meta_path = raw / family / f"{point}.meta.json"
+        meta_path = layout.meta(family, point)
         if meta_path.exists():
             metas[(family, point)] = json.loads(meta_path.read_text())
     failed = set()
-    for fail in (path / "failed").rglob("*.json"):
-        rel = fail.relative_to(path / "failed").with_suffix("")
-        failed.add((rel.parts[0], "/".join(rel.parts[1:])))
-    run_file = path / "campaign_run.json"
+    for fail in layout.failed.rglob("*.json"):
+        failed.add(layout.launch_of(fail))
+    run_file = layout.run_record
     run = json.loads(run_file.read_text()) if run_file.exists() else {}
     return Results(path, records, metas, failed, run)
 
@@ -123,14 +120,14 @@ def read_results(path) -> Results:
 def table_files(path) -> list[Path]:
     """What `read_tables` reads in a results folder: every family's records and points tables, and the run's
     record (campaign_run.json) where there is one. The report declares them as its inputs."""
-    tables = Path(path) / "tables"
+    layout = ResultsLayout(path)
     files = []
-    for parquet in sorted(tables.glob("*.parquet")):
-        files.append(parquet)
-        points = tables / f"{parquet.stem}_points.csv"
+    for family in layout.tabled():
+        files.append(layout.table(family))
+        points = layout.table(family, "points")
         if points.exists():
             files.append(points)
-    run = Path(path) / "campaign_run.json"
+    run = layout.run_record
     return files + ([run] if run.exists() else [])
 
 
@@ -147,7 +144,7 @@ def read_tables(path) -> Results:
     if not records:
         raise ResultsError(f"{path}: no tables (tables/<family>.parquet) in it: name the results_dir of a finished "
                            "campaign")
-    run_file = path / "campaign_run.json"
+    run_file = ResultsLayout(path).run_record
     run = json.loads(run_file.read_text()) if run_file.exists() else {}
     return results_from_tables(path, records, points, run)
 
@@ -233,12 +230,6 @@ class NoiseThreshold:
     largest_ratio: float
     threshold: float
     raised: bool  # above what the other thresholds already asked for
-
-
-def noise_thresholds(folders, floor: dict | None = None, allow_different: bool = False) -> dict[str, NoiseThreshold]:
-    """`thresholds_from_noise` of every pair of `folders`: results folders (or `Results`) of one campaign run
-    two or more times."""
-    return noise_from(folders, floor, allow_different).thresholds
 
 
 @dataclass(frozen=True)

@@ -238,7 +238,7 @@ def _comparison(comparison: dict | None) -> list[dict]:
 
 def _references(published: dict) -> list[dict]:
     out = []
-    totals = {"pass": 0, "fail": 0, "shown": 0, "not measured": 0}
+    totals = {"pass": 0, "fail": 0, "inconclusive": 0, "shown": 0, "not measured": 0}
     for name, part in published.items():
         for status, n in part["counts"].items():
             totals[status] += n
@@ -248,7 +248,8 @@ def _references(published: dict) -> list[dict]:
     if any(totals.values()):
         out.append({"level": "info", "link": "#" + (next(iter(published)) + "-published" if published else "top"),
                     "text": f"Published vs measured here: {totals['pass']} reproduced, {totals['fail']} not "
-                            f"reproduced, {totals['shown']} absolute figure{'' if totals['shown'] == 1 else 's'} "
+                            f"reproduced, {totals['inconclusive']} inconclusive (the interval overlaps the band), "
+                            f"{totals['shown']} absolute figure{'' if totals['shown'] == 1 else 's'} "
                             f"shown beside ours, {totals['not measured']} not measured by this campaign's points"})
     return out
 
@@ -260,7 +261,8 @@ def _studies(studies) -> list[dict]:
         c = st["counts"]
         out.append({"level": "info", "link": f"#study-{st['key']}-claims",
                     "text": f"Study {st['key']}: {c['reproduced']} claim{'' if c['reproduced'] == 1 else 's'} "
-                            f"reproduced, {c['not reproduced']} not reproduced, {c['not measured']} not measured "
+                            f"reproduced, {c['not reproduced']} not reproduced, {c['inconclusive']} inconclusive, "
+                            f"{c['not comparable']} not comparable (a stand-in), {c['not measured']} not measured "
                             "by this campaign's points"})
     return out
 

@@ -25,6 +25,9 @@ EARLY_SIGNALS: list[int] = []
 if __name__ == "__main__":
     for _sig in (_signal.SIGINT, _signal.SIGTERM):
         _signal.signal(_sig, lambda signum, frame: EARLY_SIGNALS.append(signum))
+    # The point rules start launch with both blocked (launchers.process.BLOCKED_START), so that one sent while Python
+    # started and compiled this module waited: it is delivered now, to the handler above. The kernel inherits the mask.
+    _signal.pthread_sigmask(_signal.SIG_UNBLOCK, {_signal.SIGINT, _signal.SIGTERM})
 
 import argparse
 import collections
@@ -45,6 +48,7 @@ from pathlib import Path
 
 from movebench import families, keep, launchers, machine
 from movebench.core import adaptive_launches, envinfo, records, verdict
+from movebench.core.layout import ResultsLayout
 from movebench.core.records import free_space
 from movebench.core.tables import counted
 from movebench.core.task import Task, launch_path, point_path_of
@@ -273,28 +277,28 @@ def _int_or_none(text):
 def earlier_launches(task: Task, out: Path, where: str) -> list[tuple[list[dict], dict]] | None:
     """The (records, meta) of the point's launches before this one, or None when one has not finished (on a
     cluster launches may run side by side)."""
-    raw = Path(str(out)[: -len(f"{where}.jsonl")])
+    layout = ResultsLayout.holding(out, task.family, where)
     point_path = families.point_path(task.point)
     found = []
     for k in range(task.launch):
-        path = raw / f"{launch_path(point_path, k)}.jsonl"
+        path = layout.records(task.family, launch_path(point_path, k))
         if not path.exists():
             return None
-        meta_path = path.with_name(path.name.removesuffix(".jsonl") + ".meta.json")
+        meta_path = layout.meta_of(path)
         meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
         found.append((records.read_jsonl(path), meta))
     return found
 
 
-def family_launch_centres(raw: Path, family: str, measure: str = "elapsed_s") -> list[list[list[float]]]:
-    """Every point's launches so far in `raw`/<family> (the values of `measure`, one list per launch): what the
-    family's variance prior is fitted on, as compare fits it."""
+def family_launch_centres(layout: ResultsLayout, family: str,
+                          measure: str = "elapsed_s") -> list[list[list[float]]]:
+    """Every point's launches so far in the results folder (the values of `measure`, one list per launch): what
+    the family's variance prior is fitted on, as compare fits it."""
     by_point: dict[str, list[list[float]]] = {}
-    for path in sorted((raw / family).rglob("*.jsonl")):
+    for path in sorted((layout.raw / family).rglob("*.jsonl")):
         values = [r[measure] for r in counted(records.read_jsonl(path)) if r.get(measure)]
         if values:
-            by_point.setdefault(point_path_of(path.relative_to(raw / family).as_posix()[:-len(".jsonl")]),
-                                []).append(values)
+            by_point.setdefault(point_path_of(layout.launch_of(path)[1]), []).append(values)
     return list(by_point.values())
 
 
@@ -319,9 +323,9 @@ def adaptive_launch(task: Task, out: Path, where: str) -> tuple[str | None, int 
         return None, None
     prior = None
     if rule.get("mdc_target") is not None:
-        raw = Path(str(out)[: -len(f"{where}.jsonl")]).parent
+        layout = ResultsLayout.holding(out, task.family, where)
         prior = verdict.launch_variance_prior([(launches,) for launches in
-                                               family_launch_centres(raw, task.family)])
+                                               family_launch_centres(layout, task.family)])
     enough = adaptive_launches.launches_reached(rule, values, prior)
     if enough:
         return enough, None

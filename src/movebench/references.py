@@ -6,14 +6,16 @@ row per reference and matched point (a reference with no matching point gets one
 row): the published value and its accepted band, this campaign's figure with its 95% CI, and
 the status:
 
-- ratios of two variants' medians are judged: `pass` when our ratio (the Hodges-Lehmann ratio of
-  the two variants' repetitions, `movebench.core.verdict`) lies in the band, `fail` otherwise;
+- ratios of two variants' medians are judged on our ratio's 95% CI (the Hodges-Lehmann ratio of the
+  two variants' repetitions, `movebench.core.verdict`): `pass` (reproduced) when the whole CI lies in
+  the band, `fail` (not reproduced) when it lies wholly outside, `inconclusive` when it overlaps an
+  edge, with `launches` (the fewest behind the figure) for what a rerun would need to settle it;
 - absolute figures are `shown` ("published on <system>") with the median and its distribution-free
   CI beside them, unless the reference says `judged: true` (a site's own baseline);
 - `not measured` when the campaign has no matching point (or no denominator point for a ratio).
 
-`ci_vs_band` says whether the whole CI lies inside the band, overlaps it, or lies outside: a
-`pass` whose CI overlaps the edge is a pass the noise could undo.
+`ci_vs_band` says whether the whole CI lies inside the band, overlaps it, or lies outside: the judged
+status follows it, so no word is stronger than the interval.
 """
 
 from __future__ import annotations
@@ -49,10 +51,10 @@ UNITS = {
     "KiB": ("bytes", 2.0**10), "MiB": ("bytes", 2.0**20), "GiB": ("bytes", 2.0**30),
     "ops/s": ("rate", 1.0),
 }
-STATUSES = ("pass", "fail", "shown", "not measured")
+STATUSES = ("pass", "fail", "inconclusive", "shown", "not measured")
 COLUMNS = ("id", "study", "system", "family", "kind", "what", "parameters", "metric", "point", "value", "unit",
-           "low", "high", "judged", "n", "measured", "ci_low", "ci_high", "status", "ci_vs_band", "quote", "note",
-           "title", "source")
+           "low", "high", "judged", "n", "launches", "measured", "ci_low", "ci_high", "status", "ci_vs_band",
+           "quote", "note", "title", "source")
 
 
 class ReferencesError(ConfigError):
@@ -183,6 +185,55 @@ def _swap_variant(point: str, old: str, new: str) -> str | None:
     return "/".join(segments)
 
 
+def _launches(group: pd.DataFrame) -> int:
+    return int(group["launch"].nunique()) if "launch" in group.columns else 1
+
+
+def place(low: float, high: float, lo_band: float, hi_band: float) -> str:
+    """Where an interval [low, high] lies against a band: inside, outside, or overlaps an edge."""
+    if lo_band <= low and high <= hi_band:
+        return "inside"
+    if high < lo_band or low > hi_band:
+        return "outside"
+    return "overlaps"
+
+
+def launches_to_settle(launches: int, half: float, distance: float, most: int = 200) -> int | None:
+    """The launches a rerun would need for an interval of half-width `half` (now, from `launches` launches) to
+    shrink below `distance` (its estimate's distance to the nearest edge that decides), if the estimate and the
+    launch-to-launch spread held: the half-width goes as t(L - 1) / sqrt(L). None: never (the estimate sits on
+    an edge), or more than `most`, or one launch (no launch-level spread to scale)."""
+    if launches < 2 or not distance > 0 or not math.isfinite(half) or half <= 0:
+        return None
+    now = stats.t_quantile(0.975, launches - 1) / math.sqrt(launches)
+    for more in range(launches + 1, most + 1):
+        if half * stats.t_quantile(0.975, more - 1) / math.sqrt(more) / now < distance:
+            return more
+    return None
+
+
+def settle_words(launches: int, half: float, distance: float) -> str:
+    """What a rerun would need to settle an open verdict, in words (`launches_to_settle`)."""
+    need = launches_to_settle(launches, half, distance)
+    if need is not None:
+        return f"about {need} launches (now {launches}) would settle it if the estimate held"
+    if launches < 2:
+        return "a rerun with 3 or more launches would give a launch-level interval to scale"
+    if not distance > 0:
+        return "no number of launches settles it: the estimate sits at the edge"
+    return f"more than 200 launches (now {launches}) would be needed"
+
+
+def log_distance(estimate: float, low: float, high: float, edges) -> tuple[float, float]:
+    """(log half-width of [low, high], log distance from the estimate to the nearest positive finite edge);
+    an interval that reaches 0 or has no upper end: (inf, 0)."""
+    if not (low > 0 and math.isfinite(high) and estimate > 0):
+        return math.inf, 0.0
+    half = (math.log(high) - math.log(low)) / 2
+    near = [abs(math.log(estimate) - math.log(e)) for e in edges if e is not None and 0 < e < math.inf]
+    return half, min(near) if near else math.inf
+
+
 def _values(group: pd.DataFrame, metric: str) -> list[float]:
     import pandas as pd
 
@@ -230,31 +281,24 @@ def check(results, references: dict | None = None) -> pd.DataFrame:
                     top, bottom = _values(points[point], ref["metric"]), _values(points[partner], ref["metric"])
                     if top and bottom:
                         c = compare_samples(bottom, top)
-                        found.append((point, f"{len(top)} / {len(bottom)}", c.ratio, c.ci_low, c.ci_high))
+                        found.append((point, f"{len(top)} / {len(bottom)}", c.ratio, c.ci_low, c.ci_high,
+                                      min(_launches(points[point]), _launches(points[partner]))))
         else:
             for point in _selected(points, ref["variant"], ref.get("parameters") or {}):
                 values = _values(points[point], ref["metric"])
                 if values:
                     s = stats.summarize(values)
                     found.append((point, str(s["n"]), s["median"] / factor, s["ci_low"] / factor,
-                                  s["ci_high"] / factor))
+                                  s["ci_high"] / factor, _launches(points[point])))
         if not found:
-            rows.append({**base, "point": None, "n": None, "measured": None, "ci_low": None, "ci_high": None,
-                         "status": "not measured", "ci_vs_band": None})
+            rows.append({**base, "point": None, "n": None, "launches": None, "measured": None, "ci_low": None,
+                         "ci_high": None, "status": "not measured", "ci_vs_band": None})
             continue
-        for point, n, measured, ci_low, ci_high in found:
-            if not judged:
-                status = "shown"
-            else:
-                status = "pass" if low <= measured <= high else "fail"
-            if low <= ci_low and ci_high <= high:
-                band = "inside"
-            elif ci_high < low or ci_low > high:
-                band = "outside"
-            else:
-                band = "overlaps"
-            rows.append({**base, "point": point, "n": n, "measured": measured, "ci_low": ci_low,
-                         "ci_high": ci_high, "status": status, "ci_vs_band": band})
+        for point, n, measured, ci_low, ci_high, launches in found:
+            band = place(ci_low, ci_high, low, high)
+            status = {"inside": "pass", "outside": "fail", "overlaps": "inconclusive"}[band] if judged else "shown"
+            rows.append({**base, "point": point, "n": n, "launches": launches, "measured": measured,
+                         "ci_low": ci_low, "ci_high": ci_high, "status": status, "ci_vs_band": band})
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 

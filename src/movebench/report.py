@@ -22,6 +22,7 @@ import pandas as pd
 
 from movebench import aggregate, bounds, families, findings, report_verdicts, resources
 from movebench.core import records
+from movebench.core.layout import ResultsLayout
 from movebench.core import units as units_
 from movebench.core.sizes import expand_sizes
 from movebench.core.task import launch_path, planned_launches
@@ -33,9 +34,8 @@ PARTIAL = "report.partial.html"
 # --- collecting what a report shows ---
 
 
-def _paths(config):
-    results = Path(config["campaign"]["results_dir"])
-    return results, results / "raw", results / "failed", results / "tables"
+def _layout(config) -> ResultsLayout:
+    return ResultsLayout.of(config)
 
 
 def overlaps(points: pd.DataFrame) -> list[dict]:
@@ -105,28 +105,28 @@ def _section(points: pd.DataFrame, table: pd.DataFrame, summary: pd.DataFrame) -
 
 def collect(config: dict, names) -> dict:
     """Per family, from the tables aggregate wrote: records, summary, points (status and meta)."""
-    _, _, _, tables = _paths(config)
+    layout = _layout(config)
     sections = {}
     for name in names:
-        table = pd.read_parquet(tables / f"{name}.parquet")
-        summary_path = tables / f"{name}_summary.csv"
+        table = pd.read_parquet(layout.table(name))
+        summary_path = layout.table(name, "summary")
         summary = pd.read_csv(summary_path) if summary_path.stat().st_size > 1 else pd.DataFrame()
-        points = pd.read_csv(tables / f"{name}_points.csv")
+        points = pd.read_csv(layout.table(name, "points"))
         sections[name] = _section(points, table, summary)
     return sections
 
 
 def collect_raw(config: dict, grid: dict) -> dict:
     """Per family, straight from the raw records (after a failed run, when some tables are missing)."""
-    _, raw, failed, _ = _paths(config)
+    layout = _layout(config)
     sections = {}
     for name, point_dicts in grid.items():
         launches = planned_launches(config[name].get("launches", 1))
-        present = [raw / name / f"{launch_path(families.point_path(p), k)}.jsonl" for p in point_dicts
+        present = [layout.records(name, launch_path(families.point_path(p), k)) for p in point_dicts
                    for k in range(launches)]
-        table = aggregate.load(name, [p for p in present if p.exists()])
+        table = aggregate.load(name, [p for p in present if p.exists()], layout.raw)
         summary = aggregate.summarize(name, table)
-        points = aggregate.points_table(name, point_dicts, raw, failed, launches)
+        points = aggregate.points_table(name, point_dicts, layout, launches)
         sections[name] = _section(points, table, summary)
     return sections
 
@@ -240,7 +240,8 @@ def summary_table(name: str, section: dict) -> dict | None:
             note = bw.at[p, "bound_note"]
             cells[p] += [units_.sig(pct), bw.at[p, "bound"] + (f" ({note})" if isinstance(note, str) and note else "")]
     columns.append("records")
-    rows = [{"cells": cells[p] + [f"raw/{name}/{p}.jsonl"], "above": p in above} for p in points]
+    where = ResultsLayout(Path())
+    rows = [{"cells": cells[p] + [where.named(where.records(name, p))], "above": p in above} for p in points]
     return {"columns": columns, "rows": rows, "above": len(above), "bounds": with_bounds}
 
 
@@ -286,7 +287,7 @@ def _context(name: str, table: pd.DataFrame, summary: pd.DataFrame, campaign: di
 
 def family_contexts(config: dict, sections: dict, workers: int | None = None) -> dict:
     """Each family's template context: its tables and figures. Drawing the figures is most of the report's time
-    (docs/kernels.md, section 12), so with more than one CPU the families draw in forked processes side by side
+    (docs/notes/kernels.md, section 12), so with more than one CPU the families draw in forked processes side by side
     (`workers`: at most 4, or the CPUs this process may use); a family's context is the same either way."""
     import os
 
@@ -359,7 +360,7 @@ def render_partial(config: dict, grid: dict) -> Path:
     report.html is left as it was (the last complete report, if any); the next successful run
     replaces it and removes the partial one.
     """
-    results, *_ = _paths(config)
+    results = _layout(config).root
     out = results / PARTIAL
     records.write_text(out, render_html(config, collect_raw(config, grid), partial=True))
     return out

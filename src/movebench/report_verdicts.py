@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from movebench import claims, families, references
+from movebench.core.layout import ResultsLayout
 
 if TYPE_CHECKING:  # annotations only: `config_problems` runs at config time, without pandas
     import pandas as pd
@@ -75,7 +76,7 @@ def config_problems(config: dict) -> list[tuple[str, object, str]]:
         elif folder.resolve() == here:
             problems.append(("campaign.compare_to", campaign["compare_to"],
                              "is this campaign's own results_dir: name an earlier campaign's results folder"))
-        elif not list((folder / "tables").glob("*.parquet")):
+        elif not ResultsLayout(folder).tabled():
             problems.append(("campaign.compare_to", campaign["compare_to"],
                              "has no tables (tables/<family>.parquet): name the results_dir of a finished campaign"))
     noise = campaign.get("compare_noise_from")
@@ -83,7 +84,7 @@ def config_problems(config: dict) -> list[tuple[str, object, str]]:
         problems.append(("campaign.compare_noise_from", noise,
                          "sets compare_to's thresholds, and compare_to is not set: set it, or leave this null"))
     for pair_folder in noise_folders(campaign):
-        if not list((pair_folder / "tables").glob("*.parquet")):
+        if not ResultsLayout(pair_folder).tabled():
             problems.append(("campaign.compare_noise_from", noise,
                              f"{pair_folder}: no tables (tables/<family>.parquet): name the results_dirs of "
                              "one campaign run two or more times"))
@@ -269,11 +270,18 @@ def in_words(r) -> str:
         flipped = r["kind"] == "ratio" and (r["value"] > 1) != (r["measured"] > 1)
         why = (" The other variant wins here: the study's shape is reversed." if flipped
                else " The same variant wins, by a factor outside the study's band.")
-        return (f"Not reproduced. The study found {what} = {theirs}; here it is {ours}, outside the accepted "
-                f"{_band(r)}.{why}")
+        return (f"Not reproduced. The study found {what} = {theirs}; here it is {ours}, its whole interval "
+                f"outside the accepted {_band(r)}.{why}")
+    if r["status"] == "inconclusive":
+        half, distance = references.log_distance(r["measured"], r["ci_low"], r["ci_high"], (r["low"], r["high"]))
+        launches = r.get("launches")
+        launches = int(launches) if launches is not None and launches == launches else 1
+        return (f"Inconclusive. The study found {what} = {theirs}; here it is {ours}: the interval overlaps the "
+                f"accepted {_band(r)}, so it neither holds nor fails; "
+                f"{references.settle_words(launches, half, distance)}.")
     if r["status"] == "pass":
-        shaky = " Its CI reaches past the band's edge: the noise could undo it." if r["ci_vs_band"] != "inside" else ""
-        return f"Reproduced: {what} = {ours} here against {theirs} in the study (accepted {_band(r)}).{shaky}"
+        return (f"Reproduced: {what} = {ours} here, its whole interval inside the accepted {_band(r)} "
+                f"(the study: {theirs}).")
     if r["status"] == "shown":
         return f"Shown, not judged (an absolute figure does not transfer between machines): {theirs} on {r['system']}."
     return f"Not measured here: no point of this campaign has {r['parameters'] or 'these parameters'}."
@@ -292,7 +300,7 @@ def by_family(frame: pd.DataFrame | None) -> dict[str, dict]:
             rows.append({**r, "words": in_words(r), "ours": f"{_fmt(r['measured'])} [{_fmt(r['ci_low'])}, "
                                                                 f"{_fmt(r['ci_high'])}]",
                          "theirs": _fmt(r["value"]), "band": _band(r) if r["judged"] else ""})
-        order = {"fail": 0, "pass": 1, "shown": 2}
+        order = {"fail": 0, "inconclusive": 1, "pass": 2, "shown": 3}
         rows.sort(key=lambda r: (order[r["status"]], r["id"]))
         missing = part[part["status"] == "not measured"]
         not_measured = [{"study": study, "title": group["title"].iloc[0], "count": len(group),
@@ -324,7 +332,7 @@ def study_views(config: dict, results: compare.Results, published_frame: pd.Data
     if not studies or refs is None:
         return []
     cited = references.load(refs).get("studies") or {}
-    judged = claims.judge(results.records, claims.load(), studies=studies)
+    judged = claims.judge(results.records, claims.load(), studies=studies, conditions=claims.conditions_of(results))
     views = []
     for key in studies:
         part = judged[judged["study"] == key]

@@ -160,6 +160,21 @@ class Family:
         """The point's path: key~value segments in axis order, implicit values left out."""
         return point_path(point, self.implicit)
 
+    def point_of_record(self, record: dict) -> dict | None:
+        """The point a record measured, from the parameters it carries (its axes, `when` applied as the grid
+        does); an axis a record lacks takes its implicit value. None when it lacks one that has none."""
+        point: dict = {}
+        for axis in self.axes:
+            if not axis.when(point):
+                continue
+            if record.get(axis.name) is not None:
+                point[axis.name] = record[axis.name]
+            elif axis.implicit is not None:
+                point[axis.name] = axis.implicit
+            else:
+                return None
+        return point
+
     @property
     def measure(self) -> dict[str, Measure]:
         return {m.name: m for m in self.measures}
@@ -264,7 +279,7 @@ class Family:
 
 
 #: MPI's thread level and the pages behind the kernel's buffers: factors of every MPI family that
-#: measures messages (docs/kernels.md, sections 4 and 5), swept like any axis.
+#: measures messages (docs/notes/kernels.md, sections 4 and 5), swept like any axis.
 THREAD_LEVELS = ("single", "funneled", "serialized", "multiple")
 MEMORY_MODES = ("4k", "thp")
 # Added after campaigns had run: their defaults stay out of the path (Axis.implicit).

@@ -15,7 +15,7 @@ from movebench import compare as comparing
 from movebench import references as refs
 
 COMPARE_FAIL_ON = ("regressed", "improved", "inconclusive", "not-comparable", "only-in-base", "only-in-new")
-CHECK_FAIL_ON = ("fail", "not-measured")
+CHECK_FAIL_ON = ("fail", "inconclusive", "not-measured")
 
 
 def _threshold(text: str) -> tuple[str, float]:
@@ -51,7 +51,8 @@ def add_parsers(sub) -> dict:
     p.add_argument("--match-ignoring", action="append", default=[], metavar="KEY[=BASE:NEW]",
                    help="pair points that differ in parameter KEY (e.g. window); KEY=BASE:NEW (window=64:1) takes "
                         "BASE's points at one value and NEW's at another (repeatable)")
-    c = sub.add_parser("check", help="pass / fail / not measured per reference (published results, baselines)",
+    c = sub.add_parser("check", help="pass / fail / inconclusive / not measured per reference (published results, "
+                                     "baselines)",
                        description="Check a results folder against a references file (docs/compare.md).")
     c.add_argument("results", help="the results folder")
     c.add_argument("--references", default=str(refs.DEFAULT_FILE), help="references YAML (default: %(default)s)")
@@ -60,7 +61,8 @@ def add_parsers(sub) -> dict:
                    help="exit 1 when any reference has this status (repeatable), e.g. fail")
     c.add_argument("--studies", nargs="+", metavar="STUDY", default=[],
                    help="also judge these studies' claims (config/references/claims.yaml; docs/studies.md): "
-                        "reproduced / not reproduced / not measured with the evidence, in claims.csv")
+                        "reproduced / not reproduced / inconclusive / not comparable / not measured with the "
+                        "evidence, in claims.csv")
     return {"compare": run_compare, "check": run_check}
 
 

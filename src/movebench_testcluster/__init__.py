@@ -2,5 +2,5 @@
 for the tests and `make slurm-up`.
 
 Nothing in a campaign imports this package: it exists to test the slurm profile against live
-daemons. See docs/slurm-test-cluster.md.
+daemons. See docs/notes/slurm-test-cluster.md.
 """

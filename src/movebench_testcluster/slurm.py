@@ -793,7 +793,7 @@ def running_cluster() -> LocalSlurmCluster | None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m movebench_testcluster",
-        description="A Slurm test cluster whose nodes are network namespaces (docs/slurm-test-cluster.md).",
+        description="A Slurm test cluster whose nodes are network namespaces (docs/notes/slurm-test-cluster.md).",
     )
     p.add_argument("action", choices=["up", "down", "status", "install"])
     p.add_argument("--dir", default=None, help="state directory (default $MOVEBENCH_SLURM_DIR or /tmp/movebench-slurm)")

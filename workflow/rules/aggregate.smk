@@ -5,14 +5,8 @@ rule aggregate:
     input:
         records=lambda w: point_outputs(w.family),
         meta=lambda w: point_outputs(w.family, ".meta.json"),
-        code=lambda w: [
-            str(families.folder(w.family) / "__init__.py"),
-            str(families.folder(w.family) / "report.py"),
-            str(PACKAGE / "aggregate.py"),
-            # the summary's statistics and the tables' columns: a change of either recomputes the tables
-            str(PACKAGE / "core" / "stats.py"),
-            str(PACKAGE / "core" / "tables.py"),
-        ],
+        # every module aggregate and the family's hooks import, read from the source: an edit recomputes the tables
+        code=lambda w: [str(path) for path in campaign.aggregate_sources(w.family)],
     output:
         records=report(
             f"{TABLES}/{{family}}.csv",
@@ -39,7 +33,6 @@ rule aggregate:
         family=lambda w: w.family,
         points=lambda w: GRID[w.family],
         launches=lambda w: plan.planned_launches(config[w.family]["launches"]),
-        raw=RAW,
-        failed=FAILED,
+        results=RESULTS,
     script:
         "../../scripts/aggregate.py"

@@ -4,13 +4,14 @@ import os
 
 from movebench import families, launchers
 from movebench import campaign, plan
+from movebench.core.layout import ResultsLayout
+from movebench.launchers.process import blocked_start
 
 CAMPAIGN = config["campaign"]
 RESULTS = CAMPAIGN["results_dir"]
-RAW = f"{RESULTS}/raw"
-FAILED = f"{RESULTS}/failed"
-LOGS = f"{RESULTS}/logs"
-TABLES = f"{RESULTS}/tables"
+# where each file of the run lives (core.layout); Snakemake takes the folders as relative strings
+LAYOUT = ResultsLayout(Path(RESULTS))
+RAW, FAILED, LOGS, TABLES, KEPT = (str(p) for p in (LAYOUT.raw, LAYOUT.failed, LAYOUT.logs, LAYOUT.tables, LAYOUT.kept))
 GRID = plan.grid(config)
 # Family -> launch path -> the launch's task (the point, the kernel's settings, repetitions, launch, ...).
 TASKS = plan.tasks(config, GRID)
@@ -47,7 +48,7 @@ def point_params(family):
             campaign.task_of(TASKS, family, w.point_path).to_dict()
         ),
         "failed": lambda w: f"{FAILED}/{family}/{w.point_path}.json",
-        "kept": f"{RESULTS}/.kept",
+        "kept": KEPT,
         "timeout": CAMPAIGN["timeout"],
         # The profile picks the MPI launcher with default-resources mpi=...; plain runs use mpiexec.
         "launcher": lambda w, resources: getattr(resources, "mpi", "mpiexec"),
@@ -93,7 +94,7 @@ def group_params(group):
     return {
         "tasks": json.dumps({"group": tasks, "name": group.name}),
         "failed": FAILED,
-        "kept": f"{RESULTS}/.kept",
+        "kept": KEPT,
         # each member gets the campaign's timeout
         "timeout": CAMPAIGN["timeout"] * len(group.members),
         "launcher": lambda w, resources: getattr(resources, "mpi", "mpiexec"),
@@ -118,18 +119,21 @@ def group_resources(group):
     }
 
 
+# Started with Ctrl-C and SIGTERM held back until launch's handlers are in place (launchers.process.blocked_start).
+START_LAUNCH = " ".join([*blocked_start(), "python -m movebench.launch"])
+
 # The command every point rule runs; quoted, so that a results_dir with spaces stays one word. launch
 # writes the log itself and keeps stderr for a failure's one line, which the console shows even when
-# the log's disk is full (docs/hardening.md).
+# the log's disk is full (docs/notes/hardening.md).
 LAUNCH = (
-    "python -m movebench.launch --task {params.task:q} --launcher {params.launcher:q}"
+    START_LAUNCH + " --task {params.task:q} --launcher {params.launcher:q}"
     " --timeout {params.timeout} --out {output.records:q} --meta {output.meta:q}"
     " --failed {params.failed:q} --kept {params.kept:q} --log {log:q}"
 )
 
 # A launch group's job: its members' tasks; each member's records, meta and failure record at its own path.
 GROUP_LAUNCH = (
-    "python -m movebench.launch --group {params.tasks:q} --launcher {params.launcher:q}"
+    START_LAUNCH + " --group {params.tasks:q} --launcher {params.launcher:q}"
     " --timeout {params.timeout} --records {output.records:q} --metas {output.meta:q}"
     " --failed {params.failed:q} --kept {params.kept:q} --log {log:q}"
 )

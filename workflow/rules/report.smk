@@ -14,25 +14,11 @@ rule report:
         references=VERDICT_INPUTS["references"],
         templates=[str(p) for p in Path(PACKAGE, "templates").glob("*.j2")]
         + [str(families.folder(f) / "report.html.j2") for f in GRID],
-        code=[
-            str(PACKAGE / name)
-            for name in (
-                "report.py",
-                "reportkit.py",
-                "resources.py",
-                "bounds.py",
-                "findings.py",
-                "report_verdicts.py",
-                "compare.py",
-                "references.py",
-                "core/units.py",
-                "core/tables.py",
-            )
-        ]
-        + [str(families.folder(f) / "report.py") for f in GRID],
+        # every module the report imports, read from the source: an edit to any of them reruns the report
+        code=[str(path) for path in campaign.report_sources(GRID)],
     output:
         report(
-            f"{RESULTS}/report.html",
+            str(LAYOUT.report),
             category="Report",
             caption="../../report/report.rst",
         ),

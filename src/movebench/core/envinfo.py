@@ -72,7 +72,7 @@ def redact_env(env: dict) -> dict:
 def package_versions() -> dict:
     """Versions of the packages behind a figure; a campaign looks them up once and hands them to its points
     (MOVEBENCH_PACKAGES, set by movebench.campaign), since importlib.metadata is slow to import and read
-    (docs/kernels.md, section 8)."""
+    (docs/notes/kernels.md, section 8)."""
     cached = os.environ.get("MOVEBENCH_PACKAGES")
     if cached:
         try:
@@ -95,7 +95,7 @@ def package_versions() -> dict:
 def platform_name() -> str:
     """platform.platform()'s string (Linux-<release>-<machine>-with-glibc<version>) from os.uname and confstr:
     platform.platform() reads the interpreter's binary to find the C library, on every point's rank 0
-    (docs/kernels.md, "Streaming ranks without numpy")."""
+    (docs/notes/kernels.md, "Streaming ranks without numpy")."""
     try:
         libc = os.confstr("CS_GNU_LIBC_VERSION")  # "glibc 2.36"
     except (ValueError, OSError, AttributeError):
@@ -167,8 +167,8 @@ def capture(**extra) -> dict:
 # --- the environment fingerprint: what two runs must share for their numbers to be compared ---
 
 THP_PATH = Path("/sys/kernel/mm/transparent_hugepage/enabled")
-FINGERPRINT_PACKAGES = ("movebench", "mpi4py", "mpich", "numpy", "dragonhpc",
-                        "azure-storage-blob", "azure-storage-file-share", "azure-core")
+#: PACKAGES less those that only read tables and run the workflow: they cannot change a transfer
+FINGERPRINT_PACKAGES = tuple(name for name in PACKAGES if name not in ("pandas", "snakemake"))
 # Tuning variables only: MPI, fabric, OpenMP and allocator settings, and the Dragon knobs its docs tell users to set.
 # Dragon exports dozens of DRAGON_* per run (channel descriptors, puids) that differ every time, hence names, not a
 # prefix; likewise PMI_* and SLURM_* (ranks, job ids) are left out.
@@ -185,7 +185,7 @@ _MPI_NAMES = (("cray mpich", "Cray MPICH"), ("intel(r) mpi", "Intel MPI"), ("int
 
 
 def memory_settings() -> dict:
-    """Page size and transparent-huge-page mode: huge pages move large-message figures (docs/kernels.md, section 5)."""
+    """Page size and transparent-huge-page mode: huge pages move large-message figures (docs/notes/kernels.md, section 5)."""
     try:
         thp = THP_PATH.read_text().strip()
         match = re.search(r"\[(\w+)\]", thp)
@@ -229,7 +229,7 @@ def fingerprint(meta: dict) -> dict:
         "env": {k: v for k, v in sorted(env.items()) if k not in FINGERPRINT_ENV_IGNORED
                 and (k.startswith(FINGERPRINT_ENV_PREFIXES) or k in FINGERPRINT_ENV_NAMES)},
         # A point measured after others in a warm process (a launch group, as OSU sweeps its sizes) is not the
-        # same experiment as a point alone in its launch (docs/kernels.md, sections 9 and 12).
+        # same experiment as a point alone in its launch (docs/notes/kernels.md, sections 9 and 12).
         "launch_grouped": bool(meta.get("launch_group")),
     }
 

@@ -1,11 +1,11 @@
 """How a kernel's buffers sit in memory, and one way to allocate them on every path.
 
 The page size behind a buffer moves large-message figures as much as the effect being measured
-(docs/kernels.md, sections 1 and 5), so it is chosen, not inherited:
+(docs/notes/kernels.md, sections 1 and 5), so it is chosen, not inherited:
 `allocate_bytes(nbytes, mode)` maps fresh anonymous memory and asks the kernel for its pages;
 `allocate(shape, dtype, mode)` is a numpy array over the same memory. The streaming kernels take
 the bytes (a memoryview) and never import numpy, a large share of a point's fixed cost
-(docs/kernels.md, section 8); the buffers, pages and alignment are the same either way.
+(docs/notes/kernels.md, section 8); the buffers, pages and alignment are the same either way.
 
 - "4k": base pages only (madvise MADV_NOHUGEPAGE), whatever the system's THP setting. What OSU's
   page-aligned posix_memalign gets on a system whose THP is `madvise` or `never`.
@@ -111,7 +111,7 @@ def address(buffer) -> int:
 
 def _vmas():
     """(start, end, AnonHugePages bytes) of every mapping of this process."""
-    # one pass over the text: a bcast launch reads smaps for every point, and a scan per mapping took 6 ms a read
+    # one pass over the text: a bcast launch reads smaps for every point, and a scan per mapping costs far more
     vmas = []
     for m in _SMAPS_LINE.finditer(_SMAPS.read_text()):
         if m.group(1) is not None:

@@ -38,7 +38,7 @@ def mpi_meta(comm) -> dict | None:
         "mpi_vendor": "{} {}".format(MPI.get_vendor()[0], ".".join(map(str, MPI.get_vendor()[1]))),
         "mpi_version": "{}.{}".format(*MPI.Get_version()),
         # Thread level matters: MPICH at "single" busy-polls and collapses when ranks outnumber cores
-        # (docs/kernels.md, section 4).
+        # (docs/notes/kernels.md, section 4).
         "mpi_thread_level": _THREAD_LEVELS.get(level, str(level)),
     }
 

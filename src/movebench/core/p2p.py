@@ -3,7 +3,7 @@
 The W sends and receives of one iteration are built once per point (`Send_init`, `Recv_init`),
 so an iteration costs Python two calls (`Prequest.Startall`, `Request.Waitall`) whatever the window,
 where building W requests per iteration costs 2W + 1: at 1-4 KiB that was a third of the time
-(docs/kernels.md has the measurements against the C loop). What goes on the wire is unchanged:
+(docs/notes/kernels.md has the measurements against the C loop). What goes on the wire is unchanged:
 W messages of `size` bytes in flight per iteration, receives posted before sends, and for uni the
 4-byte ack after each window, as osu_bw.
 

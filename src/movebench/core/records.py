@@ -14,10 +14,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-# Every record has these; families add their swept parameters and extras.
-IDENTITY = ("family", "variant", "rep", "warmup")
-MEASURES = ("elapsed_s", "bytes", "bandwidth_Bps")
-OUTCOME = ("ok", "error")
+# Every record has family, variant, rep, warmup, elapsed_s, bytes, bandwidth_Bps, ok and error; families add their
+# swept parameters and extras.
 
 
 def _clean(value):

@@ -104,8 +104,7 @@ def each_task(argv=None, tasks: list[Task] | None = None, rehearse=None):
 def _between_tasks() -> None:
     release_memory()
     # What is left is the launch's own (modules, the communicator, caches): out of later collections, so that a
-    # point's release_memory scans only what points made (a full pass over scipy's and mpi4py's objects took 7 ms,
-    # twice per bcast point).
+    # point's release_memory scans only what points made, not every module's objects twice per point.
     gc.freeze()
 
 

@@ -61,11 +61,6 @@ def summarize(values) -> dict:
 
 # --- launches: the launch is the unit of replication ---
 
-#: What `launch_summary` adds to `summarize`'s fields.
-LAUNCH_FIELDS = ("launches", "ci_level", "between_share", "sd_between_log", "sd_within_log", "rerun_low",
-                 "rerun_high")
-
-
 def _betai(a: float, b: float, x: float) -> float:
     """The regularized incomplete beta function I_x(a, b) (continued fraction, Numerical Recipes §6.4)."""
     if x <= 0:

@@ -13,7 +13,7 @@ def iterations_for_duration(run, seconds: float) -> int:
     while iterations < 1 << 30:
         elapsed = run(iterations)[0]
         # a run of 1/16 of the target or more sets the count within a few percent; the probe's runs together then
-        # last under a quarter of one repetition (1/8 cost twice that for no better count: docs/kernels.md, 12)
+        # last under a quarter of one repetition (1/8 cost twice that for no better count: docs/notes/kernels.md, 12)
         if elapsed >= seconds / 16:
             break
         iterations *= 8 if elapsed < seconds / 256 else 2

@@ -7,7 +7,7 @@ transports and devices it chose for each kind of peer, once per endpoint configu
 
 `kind` is `self`, `intra-node` (a peer UCX takes for the same host: same boot id) or `inter-node`. That
 report, and not a guess from the host names, is what tells a 2-node point that went over the network from
-one that went through shared memory (docs/slurm-test-cluster.md: before the test cluster's nodes had a boot
+one that went through shared memory (docs/notes/slurm-test-cluster.md: before the test cluster's nodes had a boot
 id each, "inter-node" MPI went through SysV memory). MPICH's ofi netmod does not use UCX; with
 `MPIR_CVAR_DEBUG_SUMMARY=1` rank 0 prints `libfabric provider: <provider> - <network>`.
 

@@ -46,8 +46,6 @@ DEFAULT_THRESHOLD = 0.05
 #: Largest n + m whose Mann-Whitney null distribution is computed exactly (int64 holds C(60, 30)).
 EXACT_MAX = 60
 
-VERDICTS = ("improved", "regressed", "unchanged", "inconclusive")
-
 # Directions of measures named neither by a family's `measures` nor by the suffix rule.
 _NAMED_DIRECTIONS = {"ops_per_s": "higher", "efficiency": "higher", "imbalance": "lower", "retries": "lower"}
 

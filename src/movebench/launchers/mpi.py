@@ -70,7 +70,7 @@ def environment(task: Task, env: dict) -> dict:
     no code for it. A point on one node gets UCX_MEM_EVENTS=no unless the environment sets it: UCX's
     memory hooks keep its registration cache right for RDMA between nodes, while on one node MPICH moves
     data through its own shared memory, and installing the hooks when libucs loads is most of MPI's start
-    (docs/kernels.md, "Where MPI's start went"); the variable goes into the meta's environment like any
+    (docs/notes/kernels.md, "Where MPI's start went"); the variable goes into the meta's environment like any
     UCX_ setting. The libraries' own logging says which transport they chose (core/transport.py).
     """
     env = dict(env)
@@ -125,7 +125,7 @@ class ShmWatch:
 
     def _watch(self) -> None:
         # Often until the ranks have mapped their segment (MPI_Init), then rarely: looks cost CPU
-        # on the machine being measured (docs/hardening.md, "MPICH 4 names its intranode segment").
+        # on the machine being measured (docs/notes/hardening.md, "MPICH 4 names its intranode segment").
         waits = [0.1] * 300
         while True:
             before = len(self.seen)

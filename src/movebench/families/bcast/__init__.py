@@ -21,7 +21,7 @@ from movebench.spec import (
 ITEM_BYTES = {"float64": 8, "float32": 4, "int64": 8, "int32": 4}
 # One rank's RSS before any data: interpreter, numpy, scipy, mpi4py, MPICH; planned well above what was
 # measured, to leave room for MPI's buffers and RMA windows and for other platforms' larger libraries
-# (docs/hardening.md, "Admission").
+# (docs/notes/hardening.md, "Admission").
 BASE_RANK_BYTES = 160 * 2**20
 
 

@@ -27,7 +27,7 @@ density and dtype from rank 0 to all ranks. The methods:
   root would need an extra barrier to learn it, and the MPI standard lets a
   passive-target Get wait for the target to enter MPI anyway. The three forms
   timed alike within the noise, so the simpler collective one was kept
-  (docs/kernels.md, section 3, "rma: why Fence").
+  (docs/notes/kernels.md, section 3, "rma: why Fence").
 - osu: the pure transfer, timed as OSU's osu_bcast (OMB 5.3.2, mpi/collective/osu_bcast.c):
   the shape is known to every rank from the point's setup (no metadata while timed), the
   receivers' buffers are preallocated, and one repetition is `skip + iterations` back-to-back
@@ -382,7 +382,7 @@ def probe_broadcast(comm, method, source, state, rss_baseline) -> tuple[int, int
     """One untimed broadcast with the memory probes on; returns this rank's (tracemalloc peak, RSS HWM delta).
 
     Tracing is started here and stopped after, so that no timed broadcast runs under tracemalloc
-    (tracing slows every Python allocation: docs/kernels.md, section 3).
+    (tracing slows every Python allocation: docs/notes/kernels.md, section 3).
     """
     import tracemalloc
 
@@ -553,7 +553,7 @@ def rehearse(comm, task) -> None:
 
     A launch's first broadcast point showed 1.1 MB more RSS high-water mark per receiver than the same point later
     in the launch (the process's first pass through the code: lazy imports, the heap's first growth), and a launch
-    draws its order anew: the memory a point reported depended on its place (docs/kernels.md, section 12).
+    draws its order anew: the memory a point reported depended on its place (docs/notes/kernels.md, section 12).
     """
     import dataclasses
     import tempfile

@@ -6,11 +6,9 @@ from __future__ import annotations
 from movebench.core.sizes import expand_sizes
 from movebench.spec import BANDWIDTH, ELAPSED, Axis, Family, Setting
 
-PROBES = ("memcpy", "fio")
-FIO_PATTERNS = ("sfsw", "sfmw", "mfmw")
-#: bytes one Python call to numpy copies at least: at small sizes one call per copy timed the
-#: interpreter (about 1 µs a call), not the copy, and a window of MPI messages beat the "bound".
-#: 256 KiB of destination rows stays within a core's L2 here, the fastest of 64 KiB-4 MiB measured.
+#: bytes one Python call to numpy copies at least: at small sizes one call per copy times the
+#: interpreter, not the copy, and a window of MPI messages would beat the "bound". 256 KiB of
+#: destination rows stays within a core's L2 (docs/notes has the sizes tried).
 MEMCPY_BATCH_BYTES = 256 * 2**10
 
 

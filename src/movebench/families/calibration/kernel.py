@@ -9,7 +9,7 @@ Probes (one point = one probe at one size and process count):
   repetition (auto: doubled until a repetition lasts about `repetition_time`, as shuffle's
   streams). Many copies per call because one call per copy measured Python's per-call cost at
   small sizes (4 KiB: below what a window of MPI messages delivered), and a bound must be one at
-  every size (docs/kernels.md, section 10). bytes = ranks x size x copies_per_call x iterations:
+  every size (docs/notes/kernels.md, section 10). bytes = ranks x size x copies_per_call x iterations:
   a copied byte counts once, as a delivered
   message's byte counts once in shuffle (STREAM's Copy counts its read and its write, 2x);
   time = the slowest rank's, from a barrier. Between processes of one node, an MPI message is

@@ -91,7 +91,7 @@ def clock_offset(comm) -> float:
     return comm.bcast(local, root=0) - local
 
 
-class Point:
+class RankState:
     """One point's state on one rank: the backend, the data, the run space."""
 
     def __init__(self, comm, task, backend):
@@ -224,14 +224,14 @@ def measure_task(comm, task, group_meta=None):
             backend.setup()
         backend.bind(comm.bcast(space, root=0))
         backend.check_shared(comm)
-        point = Point(comm, task, backend)
+        state = RankState(comm, task, backend)
         extra_meta = {
             "storage": {"backend": backend_name, **backend.describe()},
             "leftovers_removed": removed,
             "buffers_reused": True,
             **(group_meta or {}),
         }
-        run_mpi(comm, task, point.measure, extra_meta)
+        run_mpi(comm, task, state.measure, extra_meta)
         comm.Barrier()
         if comm.rank == 0 and settings["cleanup"]:
             backend.teardown()

@@ -12,7 +12,7 @@ from movebench.spec import BANDWIDTH, ELAPSED, HIGHER, LOWER, Axis, Family, Meas
 DDICT_MIN_MANAGER_BYTES = 3 * 1024**2
 DDICT_HEADROOM = 1.3
 # Resident memory of one Dragon Python process (client, manager, infrastructure), planned with a margin over
-# what was measured (docs/hardening.md, "Admission").
+# what was measured (docs/notes/hardening.md, "Admission").
 PROCESS_RSS_BYTES = 120 * 1024**2
 INFRA_PROCESSES = 5
 KEY_BYTES = 128  # the kernel's; kept here too so that planning never imports the kernel
@@ -153,7 +153,7 @@ class KV(Family):
                 "transport": settings.get("transport"), "shm_sized_by": "kv.total_mem"}
 
     def group_runtime_options(self, tasks):
-        """One Dragon runtime for the group's points: /dev/shm room and segments for the largest need among them
+        """One Dragon run for the group's points: /dev/shm room and segments for the largest need among them
         (they differ by value size only; nodes, clients, managers, the DDict's memory and the transport are the
         group's own)."""
         every = [self.runtime_options(task) for task in tasks]

@@ -44,11 +44,11 @@ that fails leaves no files, and the next one runs:
   comparison needs the same count on both sides; and a lone pass after the idle
   start of a round is not the sustained rate: a batch timed alone runs several
   times faster than batches back to back, the work a batch leaves behind being
-  paid by the next one (docs/kernels.md, section 7). Several passes dilute whatever a round's start costs or saves to
+  paid by the next one (docs/notes/kernels.md, section 7). Several passes dilute whatever a round's start costs or saves to
   ~1/passes. 4 is a judgement, not a measured optimum: gups_ddict's defaults time
   3 passes (its --iterations 2 and the pass its timer adds), and with 4 a round's
   start weighs at most a quarter of the round while a default campaign's kv points
-  stay short (docs/kernels.md, section 7, has the figures and their noise).
+  stay short (docs/notes/kernels.md, section 7, has the figures and their noise).
 - Aggregate bandwidth, as gups_ddict defines it: sum over clients of
   ops_i / t_i x value_size, where t_i is client i's own round time. Key bytes are
   not counted. `elapsed_s` is the slowest client's time and `bytes` the values
@@ -68,7 +68,7 @@ that fails leaves no files, and the next one runs:
   read back proves it is that key's (`numpy` uses its data). Pickled, a numpy array
   carries ~130-150 bytes of header and unpickles into a new array: gups_ddict moves a
   little more per operation and builds an array on each get. What the data change is
-  not a constant (it moved between days on the same code: docs/kernels.md, section 7),
+  not a constant (it moved between days on the same code: docs/notes/kernels.md, section 7),
   so a figure to set beside gups_ddict's or the DDict page's runs with
   `data_format: numpy`, which takes the data out of the comparison (section 7,
   "Same data"). (4) Its clients call
@@ -88,7 +88,7 @@ that fails leaves no files, and the next one runs:
 - dragonhpc 0.12.3 (pinned): the DDict API of the study's 0.12.1 with its fixes. From 0.13 on, the DDict's
   orchestrator runs its managers in a ProcessGroup whose exception-queue monitor thread polls a queue whose
   poll(timeout) returns at once: it spins one CPU for the whole run, which on a small node slows every
-  operation (docs/kernels.md, section 7, "Why dragonhpc 0.12.3"). 0.14.2 also fails to import without numpy.
+  operation (docs/notes/kernels.md, section 7, "Why dragonhpc 0.12.3"). 0.14.2 also fails to import without numpy.
 - Records: one per round with the aggregate; each client's per-round times go to
   the meta (`clients`), with the DDict's own `stats` per manager after the last
   round (each names its manager's host), where each client ran and which Dragon
@@ -441,7 +441,7 @@ class GroupDDict:
         """After a point: kept for the next one (reuse, the point ended well, one is to come), else destroyed;
         the seconds its destruction took (0.0 when kept). After the launch's last point (`last`) it is left to the
         runtime (None): Dragon's teardown, which follows at once, ends the DDict's processes with the rest in no
-        more time, and `destroy()` before it only added its own (docs/kernels.md, section 12); the Dragon
+        more time, and `destroy()` before it only added its own (docs/notes/kernels.md, section 12); the Dragon
         launcher's sweep would find anything left behind."""
         if last:
             self.ddict = None
@@ -481,7 +481,7 @@ def run_head(task, head_start: float, dragon_startup_s: float, ddicts: GroupDDic
         # A count is a schedule the clients run by themselves, as always; an adaptive rule is told round by round.
         scheduled = task.warmups + policy.max if policy.fixed else None
         # The clients start before the DDict is made, so that their interpreters come up while its managers do
-        # (0.4 s and 0.8 s here, one after the other before); a client waits for its point on its work queue.
+        # rather than after; a client waits for its point on its work queue.
         pool.ensure(clients, nodes)
         try:
             ddict, made = ddicts.acquire(task)
@@ -580,7 +580,7 @@ def main(argv=None):
     mp.set_start_method("dragon")
     startup_s = head_start - float(os.environ.get("MOVEBENCH_DRAGON_T0", head_start))
     tasks = load_tasks(argv)
-    # kv's setting ddict_per_group (its schema says what it changes; docs/kernels.md has the figures)
+    # kv's setting ddict_per_group (its schema says what it changes; docs/notes/kernels.md has the figures)
     ddicts = GroupDDict(reuse=len(tasks) > 1 and all(t.settings.get("ddict_per_group") for t in tasks))
     pool = ClientPool()
     failed = []

@@ -69,7 +69,7 @@ def data_note(formats: list[str]) -> str | None:
     if formats == ["bytes"]:
         return ("Data: bytes (movebench's keys and values, one distinct value per key), not gups_ddict's numpy "
                 "arrays: the data alone moved figures by 0.37-1.4x between the two, so set these beside gups_ddict's "
-                "or the DDict study's only after a run with data_format: numpy (docs/kernels.md, section 7).")
+                "or the DDict study's only after a run with data_format: numpy (docs/notes/kernels.md, section 7).")
     if formats:
         return ("Data: " + " and ".join(formats) + " (the line style tells them apart); only numpy's figures may be "
                 "set beside gups_ddict's and the DDict study's.")

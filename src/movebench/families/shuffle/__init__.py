@@ -25,7 +25,7 @@ PAIRED = ("uni", "bidi")
 MiB = 2**20
 # One rank before any buffer (interpreter, numpy, mpi4py, MPICH) and a node's share for mpiexec, Hydra's
 # proxy and MPICH's shared-memory segment, both planned with a margin over what was measured
-# (docs/hardening.md, "Admission").
+# (docs/notes/hardening.md, "Admission").
 BASE_RANK_BYTES = 100 * MiB
 BASE_NODE_BYTES = 512 * MiB
 # MPICH copies a message that arrives before its receive is posted into an unexpected-message buffer

@@ -32,7 +32,7 @@ point by movebench.core.memory in the point's memory_mode (4 KiB base pages, or 
 pages), the same way on every pattern, and sent with the buffer (uppercase) calls: nothing is
 pickled while timed. uni and bidi build their W sends and receives once per point as persistent
 requests (movebench.core.p2p; `request_mode: persistent` in meta): per iteration Python makes two
-calls whatever the window, so small messages measure MPI rather than the loop (docs/kernels.md).
+calls whatever the window, so small messages measure MPI rather than the loop (docs/notes/kernels.md).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
 # numpy is imported by the data-dependent shuffle's functions only: uni, bidi and alltoall ranks move
 # bytes (core.memory.allocate_bytes) and never load it: its import is a large share of a point's fixed cost
-# (docs/kernels.md, section 8).
+# (docs/notes/kernels.md, section 8).
 
 PAIRED = ("uni", "bidi")
 _TAG_DATA = 100

@@ -3,7 +3,7 @@
 - `mpi`: the profile's MPI launcher (mpiexec here, srun on Slurm) starts the ranks; MPICH's
   shared-memory segments of a killed job are removed by the job's own names; the MPI libraries say
   which transport carried the data.
-- `dragon`: Dragon's launcher under a wrapper that leaves nothing of the run behind (kv).
+- `dragon`: Dragon's launcher under a wrapper that leaves nothing of the run behind.
 
 A runtime is one `Runtime` object, the `RUNTIME` of the module named like it: its command, its environment,
 its checks before a start (`prepare`), what it watches and cleans up while and after the kernel runs (`watch`),

@@ -440,7 +440,7 @@ def parser() -> argparse.ArgumentParser:
                         "group's files, each one that exists)")
     p.add_argument("--shm-bytes", type=int, default=0, help="refuse to launch with less free room in /dev/shm")
     p.add_argument("--shm-sized-by", default="", help="the setting that sizes the program's pools, for the advice "
-                                                        "when /dev/shm is too small (e.g. kv.total_mem)")
+                                                        "when /dev/shm is too small (the family says which)")
     p.add_argument("--timeout", type=float, default=None, help="seconds before Dragon is stopped")
     p.add_argument("--grace", type=float, default=GRACE_S, help="seconds between SIGINT and SIGKILL")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",

@@ -59,7 +59,7 @@ test: install system-deps  ## the whole test suite: unit, MPI, pipeline, browser
 test-fast: install  ## unit tests only
 	$(VENV)/bin/pytest -m "not mpi and not pipeline and not browser and not slurm and not netns and not dragon and not azurite" $(PYTEST_ARGS)
 
-bench: install system-deps osu-ref  ## the benchmarks quoted in the closing notes (about 175 minutes)
+bench: install system-deps osu-ref  ## the benchmarks quoted in the closing notes (about 210 minutes)
 	$(PY) bench/c_reference.py
 	$(PY) bench/memory_mode.py
 	$(PY) bench/point_overhead.py
@@ -74,6 +74,7 @@ bench: install system-deps osu-ref  ## the benchmarks quoted in the closing note
 	$(PY) bench/launches.py
 	$(PY) bench/launch_groups.py
 	$(PY) bench/sensitivity.py
+	$(PY) bench/history.py
 
 studies: install system-deps  ## the four studies' here campaigns, timed, their claims judged (STUDIES="bcast shuffle")
 	$(PY) bench/studies.py $(STUDIES)

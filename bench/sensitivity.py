@@ -440,7 +440,6 @@ def inject(folder: Path, factor: float, into: Path) -> Path:
             frame = pd.read_parquet(parquet)
         else:  # compare would read the raw records: write what it would read, changed, where it looks first
             from movebench import aggregate
-
             from movebench.core.layout import ResultsLayout
 
             raw = ResultsLayout(into).raw

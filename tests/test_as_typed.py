@@ -42,8 +42,8 @@ def test_the_profile_names_the_default_campaign(tmp_path):
     assert set(groups) == {name for name in grid if families.load(name).launch_group_axes}
     assert {k: v for k, v in jobs.items() if k.endswith("_point")} == {
         f"{name}_point": len(points) * config[name]["launches"] for name, points in grid.items() if name not in groups}
-    assert {k for k in jobs if "_group_" in k} == {f"{family}_group_{i}" for family in groups
-                                                   for i in range(len(groups[family]))}
+    assert {k for k in jobs if "_group_" in k} == {f"{family}_group_{group.rule_suffix}" for family in groups
+                                                   for group in groups[family]}
     for family in groups:
         assert {p for g in groups[family] for p in g.members} == set(plan.tasks(config, grid)[family])
 

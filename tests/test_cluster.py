@@ -3,6 +3,7 @@
 The same functions run against the live test cluster in test_slurm_campaign.py.
 """
 
+import re
 import subprocess
 import sys
 
@@ -30,6 +31,10 @@ def test_tasks_are_ranks_for_mpi_and_at_least_two_for_dragon():
     assert launchers.job_resources("kv", point, kv_section)["tasks"] == 2
     assert launchers.job_resources("kv", {**point, "nodes": 3}, kv_section)["tasks"] == 3
     assert set(kv.resources(point, kv_section)) == {"nodes", "mem_mb"}  # the tasks are the runtime's to count
+    # one process (calibration's fio probe): still 2, which the executor needs of a job with the `mpi` resource
+    calibration = families.load("calibration")
+    fio = {"probe": "fio", "pattern": "sfsw", "ranks": 2, "size_per_proc": 2**20}
+    assert calibration.placement(fio)[0] == 1 and launchers.job_resources("calibration", fio, {})["tasks"] == 2
 
 
 def test_plan_one_job_per_point():
@@ -56,8 +61,49 @@ def test_plan_makes_each_launch_group_one_job_of_its_members_runtimes():
     points = [{"operation": op, "nodes": 1, "clients_per_node": 2, "value_size": size}
               for op in ("put", "get") for size in (1024, 4096)]
     jobs = cluster.plan_jobs({"kv": points}, {"kv": fam}, CAMPAIGN, launch_groups={"kv": [points[:3], points[3:]]},
-                             done=lambda name, p: p is points[0])
-    assert [(j.points, j.nodes, j.time_limit_min, j.to_run) for j in jobs] == [(3, 1, 18, 2), (1, 1, 6, 1)]
+                             done=lambda name, p: p is points[0], planned=lambda name, p: 45.0)
+    # the group of the 2 points still to run: one point's 6 min + 2 x 90 s planned; a group of one is a point
+    assert [(j.points, j.nodes, j.time_limit_min, j.to_run) for j in jobs] == [(3, 1, 9, 2), (1, 1, 6, 1)]
+    assert "a launch group's limit: 2 x its members' planned seconds + one point's limit = 6-9 min here" in \
+        cluster.format_plan(jobs, CAMPAIGN)
+
+
+def test_a_launch_groups_limit_follows_its_members_planned_seconds():
+    one = cluster.time_limit_minutes(CAMPAIGN)  # 6 min for campaign.timeout 300 s
+    assert cluster.group_time_limit_minutes(CAMPAIGN, [10.0]) == one
+    assert cluster.group_time_limit_minutes(CAMPAIGN, [10.0] * 3) == one + 1  # 2 x 30 s
+    assert cluster.group_time_limit_minutes(CAMPAIGN, [10.0] * 48) == one + 16  # not 48 x 6 min
+    # never beyond the members' own limits added up
+    assert cluster.group_time_limit_minutes(CAMPAIGN, [3600.0] * 4) == 4 * one
+
+
+def test_a_points_planned_seconds_are_its_warmups_and_repetitions():
+    shuffle, bcast = families.load("shuffle"), families.load("bcast")
+    timed = shuffle.task({"pattern": "uni"}, {"repetition_time": 0.5}, repetitions=4, warmups=2)
+    assert shuffle.planned_seconds(timed) == pytest.approx(5.0 + 6 * 0.5)
+    untimed = bcast.task({"method": "pickle"}, {}, repetitions={"min": 3, "max": 10, "ci_target": 0.05}, warmups=1)
+    assert bcast.planned_seconds(untimed) == pytest.approx(5.0 + 11 * 1.0)
+    capped = bcast.task({"method": "pickle"}, {}, repetitions={"min": 3, "max": 50, "max_seconds": 20}, warmups=1)
+    assert bcast.planned_seconds(capped) == pytest.approx(5.0 + 1.0 + 20)
+
+
+def test_a_group_jobs_runtime_resource_follows_its_members(tmp_path):
+    """The runtime Snakemake gives a launch group's job (what the Slurm executor asks with -t) grows with its members,
+    from one point's limit, and stays far below campaign.timeout times the members."""
+    from conftest import snakemake
+
+    def group_runtimes(sizes):
+        (tmp_path / "config.yaml").write_text(yaml.safe_dump({
+            "campaign": {"name": "limits", "results_dir": "results", "launches": 1, "repetitions": 3, "warmups": 1,
+                         "timeout": 300},
+            "bcast": {"kinds": ["dense"], "methods": ["pickle", "buffer"], "shapes": sizes, "ranks": [2],
+                      "launch_groups": True}}))
+        dry = snakemake(tmp_path, "--dry-run").stdout
+        return [int(m) for m in re.findall(r"rule bcast_group_\w+:\n(?:.*\n)*?\s+resources: .*runtime=(\d+)", dry)]
+
+    assert group_runtimes([[8, 8]]) == [6 + 1]  # 2 members x 9 s planned x 2: one point's 6 min + 1
+    (many,) = group_runtimes([[8, 8], [16, 16], [32, 32], [64, 64], [100, 100], [128, 128]])
+    assert many == 6 + 4 < 12 * 6  # 12 members x 9 s x 2 = 216 s: 4 min
 
 
 def test_plan_skips_points_with_records():
@@ -131,3 +177,40 @@ def test_parsers_of_slurms_answers():
 )
 def test_the_status_command_the_plugin_will_really_use(asked, min_age, sacct, expected):
     assert cluster.effective_status_command(asked, 40, min_age, sacct) == expected
+
+
+def test_under_slurm_the_shipped_campaign_leaves_out_its_blob_points_with_one_line(monkeypatch):
+    from movebench import campaign, plan
+    from movebench.families.io import AZURITE_ENV
+
+    monkeypatch.delenv(AZURITE_ENV, raising=False)
+    config = campaign.validate(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()))
+    grid = plan.grid(config)
+    assert campaign.leave_out_unreachable(config, grid, "local") == (grid, [])
+    kept, lines = campaign.leave_out_unreachable(config, grid, "slurm")
+    blob = [p for p in grid["io"] if p["backend"] == "blob"]
+    assert blob and kept["io"] == [p for p in grid["io"] if p["backend"] != "blob"]
+    assert {f: points for f, points in kept.items() if f != "io"} == {f: p for f, p in grid.items() if f != "io"}
+    (line,) = lines
+    assert f"io: {len(blob)} points left out under Slurm" in line and "--profile local" in line
+    # an Azurite the nodes reach, given by the user: nothing to leave out
+    monkeypatch.setenv(AZURITE_ENV, "DefaultEndpointsProtocol=http;AccountName=x;AccountKey=eA==;BlobEndpoint=http://h:1/x")
+    assert campaign.leave_out_unreachable(config, grid, "slurm") == (grid, [])
+
+
+def test_the_executor_is_read_from_the_profiles_default_resources():
+    from movebench import campaign
+
+    profiles = {name: yaml.safe_load((ROOT / "profiles" / name / "config.yaml").read_text())
+                for name in ("local", "slurm", "allocation")}
+    defaults = {name: dict(item.split("=", 1) for item in p["default-resources"]) for name, p in profiles.items()}
+    assert {name: campaign.executor_of({k: v.strip('"') for k, v in d.items()}) for name, d in defaults.items()} == {
+        "local": "local", "slurm": "slurm", "allocation": "allocation"}
+
+
+def test_plan_under_the_slurm_profile_says_the_blob_points_left_out_and_both_limits():
+    proc = subprocess.run([PYTHON, "-m", "movebench", "plan"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count("left out under Slurm") == 1 and "backend~blob" in proc.stderr
+    assert "a point's limit is campaign.timeout = 300 s -> 6 min" in proc.stdout
+    assert re.search(r"a launch group's limit: .* = \d+-\d+ min here", proc.stdout)

@@ -15,6 +15,7 @@ from conftest import snakemake
 from movebench import config as campaign_config
 from movebench import plan
 from movebench.cli import main
+from movebench.reportkit import ratio
 
 STREAM = {"patterns": ["uni"], "ranks": [2], "nodes": [1], "windows": [1], "iterations": 20}
 
@@ -93,7 +94,7 @@ def test_a_launch_group_measures_its_points_in_one_launch_each_with_its_own_reco
                      "launch_order_seed": 3},
         "shuffle": {**STREAM, "message_sizes": sizes, "launch_groups": True}})
     dry = snakemake(work, "--dry-run")
-    assert "rule shuffle_group_0:" in dry.stdout and "rule shuffle_point:" not in dry.stdout
+    assert "rule shuffle_group_nodes1_ranks2_launch0:" in dry.stdout and "rule shuffle_point:" not in dry.stdout
     snakemake(work)
     results = work / "results"
     found = metas(results)
@@ -113,6 +114,12 @@ def test_a_launch_group_measures_its_points_in_one_launch_each_with_its_own_reco
     assert log.count("records in") == 3 and "(launch group nodes~1/ranks~2/launch~0, 3 points)" in log
     table = pd.read_parquet(results / "tables" / "shuffle.parquet")
     assert table["point"].nunique() == 3 and sorted(table["launch"].unique()) == [0, 1]
+    # each launch's records name its job, one for the three points measured in it: the report pairs their ratios
+    jobs = table.groupby("launch")["launch_job"].unique()
+    assert [len(j) for j in jobs] == [1, 1] and jobs[0][0] != jobs[1][0]
+    assert jobs[0][0].startswith("nodes~1/ranks~2/launch~0@")
+    first, second = sorted(table["point"].unique())[:2]
+    assert ratio(table, second, first, "bandwidth_Bps").paired
     assert (pd.read_csv(results / "tables" / "shuffle_summary.csv")["launches"] == 2).all()
     assert not list((results / ".kept").rglob("*.jsonl"))  # a launch group that finished keeps no copies
     assert "shuffle_group" not in snakemake(work, "--dry-run").stdout  # done: a rerun runs nothing
@@ -169,7 +176,7 @@ def test_a_failed_member_loses_none_of_its_group_and_the_rerun_measures_only_the
     killer = tmp_path / "killer.py"
     killer.write_text(KILLER.format(python=sys.executable))
     killer.chmod(0o755)
-    first = snakemake(work, "--set-resources", f"shuffle_group_0:mpi='{killer}'", check=False)
+    first = snakemake(work, "--set-resources", f"shuffle_group_nodes1_ranks2_launch0:mpi='{killer}'", check=False)
     assert first.returncode != 0
     results = work / "results"
     kept = {p.relative_to(results / ".kept" / "shuffle").as_posix() for p in (results / ".kept").rglob("*.jsonl")}
@@ -202,7 +209,8 @@ def test_kv_points_run_in_one_dragon_launch_through_snakemake_and_reach_the_repo
         "kv": {"operations": ["put", "get"], "value_sizes": ["1KiB"], "clients_per_node": [1], "total_mem": "32MiB",
                "keys_per_client": 20, "iterations": 2}})
     dry = snakemake(work, "--dry-run")
-    assert "rule kv_group_0:" in dry.stdout and "rule kv_point:" not in dry.stdout
+    assert "rule kv_group_nodes1_clients_per_node1_managers_per_node1_launch0:" in dry.stdout
+    assert "rule kv_point:" not in dry.stdout
     snakemake(work)
     raw = work / "results" / "raw" / "kv"
     found = sorted(json.loads(p.read_text())["point"]["operation"] for p in raw.rglob("*.meta.json"))

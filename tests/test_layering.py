@@ -25,7 +25,8 @@ LAYERS = [
                 "movebench.aggregate", "movebench.admission", "movebench.machine", "movebench.cluster"]),
     ("presentation", ["movebench.bounds", "movebench.compare", "movebench.references", "movebench.claims",
                       "movebench.findings",
-                      "movebench.report_verdicts", "movebench.report", "movebench.verdict_commands"]),
+                      "movebench.report_verdicts", "movebench.report", "movebench.verdict_commands",
+                      "movebench.history"]),
     ("entry", ["movebench.campaign", "movebench.cli", "movebench.__main__"]),
 ]
 #: the registry of families (`movebench.families/__init__.py`) is part of the contract: families load through it

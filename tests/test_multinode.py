@@ -38,8 +38,9 @@ from test_slurm_campaign import jobs_of, run_id, run_snakemake, snakemake_cmd
 pytestmark = [pytest.mark.slurm, pytest.mark.netns, pytest.mark.skipif(sys.platform != "linux", reason="Linux only")]
 
 FAMILIES = ("shuffle", "bcast", "io", "kv")
-# kv's one point is its launch group's job (kv's points share launches): kv_group_0
-ONE_JOB = ["--groups", *(f"{f}_point=multinode" for f in FAMILIES if f != "kv"), "kv_group_0=multinode",
+# kv's one point is its launch group's job (kv's points share launches), named after the group
+KV_GROUP = "kv_group_nodes2_clients_per_node1_managers_per_node1_launch0"
+ONE_JOB = ["--groups", *(f"{f}_point=multinode" for f in FAMILIES if f != "kv"), f"{KV_GROUP}=multinode",
            "--group-components", "multinode=20"]
 POINTS_ONLY = ["--omit-from", "aggregate"]
 

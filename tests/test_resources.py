@@ -12,7 +12,8 @@ from movebench import compare, report, resources
 
 def test_the_page_templates_render_from_the_package_resources():
     folder = resources.templates()
-    assert {p.name for p in folder.glob("*.j2")} == {"report.html.j2", "compare.html.j2", "compare_section.html.j2"}
+    assert {p.name for p in folder.glob("*.j2")} == {"report.html.j2", "compare.html.j2", "compare_section.html.j2",
+                                                     "history.html.j2"}
     env = report._environment()
     assert env.get_template("report.html.j2").filename == str(folder / "report.html.j2")
     row = {"family": "shuffle", "variant": "uni", "point": "pattern~uni/size~4096", "measure": "bandwidth_Bps",

@@ -3,7 +3,6 @@ where its results folder sits."""
 
 import json
 import re
-import shutil
 from pathlib import Path
 
 import pandas as pd

@@ -70,5 +70,5 @@ def test_the_sixth_family_runs_through_snakemake_and_reaches_the_report(sixth, t
     summary = pd.read_csv(results / "tables" / "pingpong_summary.csv")
     assert set(summary["measure"]) >= {"latency_s", "bandwidth_Bps"}
     html = (results / "report.html").read_text()
-    assert "pingpong latency (medians and the 95% CI of the median)" in html
+    assert "pingpong latency (medians and their 95% CI over launches)" in html
     assert "operation~pingpong/ranks~2/message_size~8" in html

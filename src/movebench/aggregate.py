@@ -17,7 +17,7 @@ import pandas as pd
 from movebench import families
 from movebench.core import records, stats, verdict
 from movebench.core.layout import ResultsLayout
-from movebench.core.tables import counted, disturbed_launches
+from movebench.core.tables import LAUNCH_JOB, counted, disturbed_launches
 from movebench.core.task import LAUNCH, launch_path, point_path_of
 
 #: Why a point stopped measuring (core.adaptive): the same in every record of a point, kept per point in the summary.
@@ -48,7 +48,9 @@ def load(family: str, paths, raw: Path | None = None) -> pd.DataFrame:
             frame = pd.DataFrame.from_records(recs)
             frame["point"] = point_of(recs[0], Path(path), family, raw)
             frame["source"] = str(path)
-            frame["disturbed"], frame["other_cpus"], frame["disturbed_retries"] = launch_load(Path(path))
+            meta = launch_meta(Path(path))
+            frame["disturbed"], frame["other_cpus"], frame["disturbed_retries"] = launch_load(meta)
+            frame[LAUNCH_JOB] = launch_job(meta)
             frames.append(frame)
     if not frames:
         return pd.DataFrame(columns=["family", "variant", "point", "rep", "warmup", "ok", "bandwidth_Bps",
@@ -59,17 +61,30 @@ def load(family: str, paths, raw: Path | None = None) -> pd.DataFrame:
     return tidy(family, table)
 
 
-def launch_load(path: Path) -> tuple[bool, float | None, int]:
+def launch_meta(path: Path) -> dict:
+    """The meta beside a records file; {} when it is missing or unreadable."""
+    try:
+        return json.loads(ResultsLayout.meta_of(path).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def launch_load(info: dict) -> tuple[bool, float | None, int]:
     """(whether the launch of a records file was disturbed, the CPUs other processes kept busy meanwhile, the
     disturbed attempts measured again before it), from its meta; (False, None, 0) for a meta from before launches
     measured their load."""
-    meta = ResultsLayout.meta_of(path)
-    try:
-        info = json.loads(meta.read_text())
-    except (OSError, ValueError):
-        return False, None, 0
     return (bool(info.get("disturbed")), (info.get("host_load") or {}).get("other_cpus"),
             len(info.get("disturbed_attempts") or []))
+
+
+def launch_job(info: dict) -> str | None:
+    """The job a launch group's launch ran in, from a member's meta: its group's name and the job's start, which
+    the members measured in one job share (a member measured again on its own, after a failure or a disturbed
+    attempt, has a start of its own); None for a point launched on its own."""
+    group = info.get("launch_group")
+    if not group:
+        return None
+    return f"{group['name']}@{info.get('launch_start')!r}"
 
 
 def tidy(family: str, table: pd.DataFrame) -> pd.DataFrame:

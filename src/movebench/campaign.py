@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -24,7 +25,7 @@ from pathlib import Path
 from movebench import admission, cluster, families, launchers, machine, stacks
 from movebench.core import envinfo, records, sources
 from movebench.core.layout import ResultsLayout
-from movebench.core.task import Task, point_path_of
+from movebench.core.task import Task, launch_digest, point_path_of
 from movebench.services import hold
 
 PACKAGE = Path(__file__).resolve().parent
@@ -40,8 +41,9 @@ def validate(config: dict, warn=None) -> dict:
     compare_noise_from, compare_thresholds, references) that the report layer owns. Raises ConfigError."""
     from movebench import config as campaign_config
     from movebench import report_verdicts
+    from movebench.history import store
 
-    return campaign_config.validate(config, warn, checks=(report_verdicts.config_problems,))
+    return campaign_config.validate(config, warn, checks=(report_verdicts.config_problems, store.config_problems))
 
 
 def launch_order_seed(campaign: dict) -> int:
@@ -70,7 +72,8 @@ def job_environment(config: dict, launch_order_seed: int | None = None) -> dict[
     if os.environ.get(DISTURBED_OVERRIDE_ENV):
         # a host whose outside load is expected and not the campaign's concern (the test suite's own runs)
         disturbed["other_cpus"] = float(os.environ[DISTURBED_OVERRIDE_ENV])
-    disturbed["ledger"] = str(ResultsLayout(Path(config["campaign"].get("results_dir", "results")).resolve()).retry_ledger)
+    results = Path(config["campaign"].get("results_dir", "results")).resolve()
+    disturbed["ledger"] = str(ResultsLayout(results).retry_ledger)
     env["MOVEBENCH_DISTURBED"] = json.dumps(disturbed)
     if path.split(os.pathsep)[0] != here:
         env["PATH"] = os.pathsep.join([here, path]) if path else here
@@ -98,6 +101,81 @@ def aggregate_sources(family: str) -> list[Path]:
 
 def _sources(roots: list[str]) -> list[Path]:
     return sources.closure(roots, {families.__name__: [Path(p) for p in families.__path__]})
+
+
+def sources_digest(family: str) -> str:
+    """The digest of a family's kernel sources' contents (launch keeps it in each meta's `launched_as`)."""
+    digest = hashlib.sha256()
+    for path in kernel_sources(family):
+        digest.update(Path(path).read_bytes())
+    return digest.hexdigest()[:20]
+
+
+def measured_launches(config: dict, tasks: dict, families_: list[str], root: Path | None = None
+                      ) -> set[tuple[str, str]]:
+    """(family, launch path) of the launches of `families_` whose records stand: records and meta there, and the
+    meta's `launched_as` the digest of the task planned now and of the kernel sources now. They join no launch
+    group (plan.launch_groups), so a run measures only the others, and no job deletes their files; a launch
+    whose task or kernel changed is measured again, as Snakemake's own triggers would have it. A relative
+    results_dir is under `root` (default: here, the workflow's working directory)."""
+    layout = ResultsLayout.of(config, root)
+    measured = set()
+    for family in families_:
+        digest = sources_digest(family)
+        for path, task in tasks.get(family, {}).items():
+            meta = layout.meta(family, path)
+            if not layout.records(family, path).exists():
+                continue
+            try:
+                launched_as = json.loads(meta.read_text()).get("launched_as")
+            except (OSError, ValueError, AttributeError):
+                continue
+            if launched_as == launch_digest(task, digest):
+                measured.add((family, path))
+    return measured
+
+
+def default_resources(workflow) -> dict[str, str]:
+    """The profile's default resources as written (name -> text, unquoted): Snakemake keeps a string resource as a
+    function of the rule until a job evaluates it, but its text is what the profile and a cluster job's command
+    line carry."""
+    resources = getattr(workflow.resource_settings, "default_resources", None)
+    if resources is None:
+        return {}
+    items = resources.args if hasattr(resources, "args") else [f"{k}={v}" for k, v in dict(resources).items()]
+    return {name: value.strip("'\"") for name, value in (str(item).split("=", 1) for item in items if "=" in str(item))}
+
+
+def executor_of(default_resources: dict) -> str:
+    """Where a profile runs the points, read from its default resources, which a dry run and a cluster job (that
+    reads the workflow again) see as the submit host does: "allocation" (profiles/allocation), "slurm" (an srun
+    launcher: profiles/slurm), else "local"."""
+    if "allocation" in default_resources:
+        return "allocation"
+    return "slurm" if str(default_resources.get("mpi", "")).startswith("srun") else "local"
+
+
+def leave_out_unreachable(config: dict, grid: dict, executor: str) -> tuple[dict, list[str]]:
+    """Under Slurm: the grid less the points that need a service this workflow would start on the submit host's
+    127.0.0.1 (io's blob points on Azurite), which the compute nodes cannot reach, and one line per family saying
+    so and how to include them. Elsewhere the grid as it is."""
+    if executor != "slurm":
+        return grid, []
+    kept, lines = {}, []
+    for family, points in grid.items():
+        fam = families.load(family)
+        if fam.services(config[family], config["campaign"], points) is None:
+            kept[family] = points
+            continue
+        out = [p for p in points if fam.service_needed(p)]
+        rest = [p for p in points if not fam.service_needed(p)]
+        if rest:
+            kept[family] = rest
+        lines.append(f"movebench: {family}: {len(out)} points left out under Slurm (e.g. {families.point_path(out[0])}"
+                     "): they need a service this workflow starts on the submit host's 127.0.0.1, out of the compute "
+                     "nodes' reach; to include them run them with --profile local, or give them a service the nodes "
+                     "reach (docs/slurm.md, \"Points left out\")")
+    return kept, lines
 
 
 def task_of(tasks: dict, family: str, path: str) -> Task:
@@ -183,6 +261,11 @@ def time_limit_minutes(campaign: dict) -> int:
     return cluster.time_limit_minutes(campaign)
 
 
+def group_time_limit_minutes(campaign: dict, tasks: list[Task]) -> int:
+    """A launch group's time limit, from its members' planned seconds (Family.planned_seconds)."""
+    return cluster.group_time_limit_minutes(campaign, [families.load(t.family).planned_seconds(t) for t in tasks])
+
+
 class CampaignRun:
     """The run's start and end, called from the Snakefile's onstart, onsuccess and onerror."""
 
@@ -197,6 +280,7 @@ class CampaignRun:
         # caller's own results.
         self.layout = ResultsLayout(Path(config["campaign"]["results_dir"]).absolute())
         self.results = self.layout.root
+        self.history = Path(config["campaign"]["history"]).absolute() if config["campaign"].get("history") else None
         self.services = contextlib.ExitStack()
         self.started = time.time()
         self.host_load = envinfo.HostLoad()
@@ -260,12 +344,8 @@ class CampaignRun:
         """After a dry run: what admission would refuse in the real run's onstart, which a dry run never reaches
         (Snakemake calls no hook then). Where the points would run is read from the profile's default resources:
         the dry run's executor is Snakemake's stand-in, not the profile's."""
-        try:
-            defaults = dict(workflow.resource_settings.default_resources.parsed or {})
-        except Exception:  # noqa: BLE001 - an older or newer Snakemake: the real run still admits
-            defaults = {}
-        executor = ("allocation" if "allocation" in defaults
-                    else "slurm" if str(defaults.get("mpi", "")).startswith("srun") else "local")
+        defaults = default_resources(workflow)
+        executor = executor_of(defaults)
         partition = defaults.get("slurm_partition")
         refused = refusal(self.config, self.tasks, executor, str(partition) if partition else None)
         if refused:
@@ -441,6 +521,23 @@ class CampaignRun:
             self.lock.release()
         if not ok:
             self.partial_report()
+        elif self.history is not None:
+            self.add_to_history(self.history)
+
+    def add_to_history(self, store_path: Path) -> None:
+        """campaign.history: this run into its store, and the store's page redrawn; a failure is said, not raised
+        (the campaign's figures are safe in its results folder, and `history add` can add them later)."""
+        from movebench.history import page, store
+        from movebench.history import run as history_run
+
+        try:
+            added = store.add(store_path, history_run.read(self.results))
+            where = page.render(store_path)
+            print(f"movebench: {'added to' if added else 'already in'} the history store {store_path}; its page: "
+                  f"{where}", file=sys.stderr)
+        except Exception as exc:  # noqa: BLE001 - any failure here must not turn a finished campaign into a failed one
+            print(f"movebench: could not add this run to the history store {store_path}: {exc}; add it later with "
+                  f"python -m movebench history add {self.results} --store {store_path}", file=sys.stderr)
 
     def record_finished(self, workflow) -> list:
         """Points whose launch finished (records and meta renamed into place) but whose end Snakemake never saw.
@@ -473,7 +570,8 @@ class CampaignRun:
         launches: dict[tuple[str, str], list[bool]] = {}
         for family, tasks in self.tasks.items():
             for path in tasks:
-                launches.setdefault((family, point_path_of(path)), []).append(self.layout.records(family, path).exists())
+                found = self.layout.records(family, path).exists()
+                launches.setdefault((family, point_path_of(path)), []).append(found)
         done = sum(all(found) for found in launches.values())
         several = any(len(found) > 1 for found in launches.values())
         runs = [f for found in launches.values() for f in found]

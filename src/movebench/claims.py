@@ -51,9 +51,9 @@ import yaml
 
 from movebench import families, references, resources
 from movebench.core import stats
+from movebench.core.layout import ResultsLayout
 from movebench.core.problems import schema_problems
 from movebench.core.sizes import SizeError, parse_size
-from movebench.core.layout import ResultsLayout
 from movebench.core.tables import counted
 from movebench.references import log_distance, place, settle_words
 

@@ -26,6 +26,7 @@ from movebench import config as campaign_config
 from movebench import plan as planning
 from movebench.core.layout import ResultsLayout
 from movebench.core.task import LAUNCH, launch_path
+from movebench.history import cli as history_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = "config/config.yaml"
@@ -116,13 +117,19 @@ def _refusal(raw_config, profile: str, default_executor: str = "local") -> str |
     executor = settings.get("executor", default_executor)
     if executor not in ("local", "slurm"):
         return None
-    defaults = dict(item.split("=", 1) for item in settings.get("default-resources") or []
-                    if isinstance(item, str) and "=" in item)
+    defaults = _profile_defaults(settings)
     partition = defaults.get("slurm_partition")
     if executor == "local" and "allocation" in defaults:
         executor = "allocation"  # profiles/allocation: the allocation it runs in, not this host, is what points get
-    tasks = planning.tasks(config, planning.grid(config))
+    grid, _ = campaign_run.leave_out_unreachable(config, planning.grid(config), executor)
+    tasks = planning.tasks(config, grid)
     return campaign_run.refusal(config, tasks, executor, partition and partition.strip("'\""), ROOT)
+
+
+def _profile_defaults(settings: dict) -> dict[str, str]:
+    """A profile's default resources, name -> value (unquoted)."""
+    return {key: value.strip("'\"") for key, value in (item.split("=", 1) for item in settings.get("default-resources")
+                                                       or [] if isinstance(item, str) and "=" in item)}
 
 
 def _profile_settings(name: str) -> dict:
@@ -153,8 +160,12 @@ def _key_values(items, what: str) -> dict[str, int]:
 def plan(args) -> int:
     """Jobs, nodes and node-hours the campaign asks for under a Slurm profile, before anything is submitted."""
     config = _load(args.configfile)
-    grid = planning.grid(config)
     profile = _profile_settings(args.profile)
+    # what the workflow leaves out under the profile (io's blob points under Slurm), said as the workflow says it
+    grid, left_out = campaign_run.leave_out_unreachable(config, planning.grid(config),
+                                                        campaign_run.executor_of(_profile_defaults(profile)))
+    for line in left_out:
+        print(line, file=sys.stderr)
     group_components = _key_values(profile.get("group-components"), "group-components")
     group_components.update(_key_values(args.group_components, "--group-components"))
     resources = _key_values(profile.get("resources"), "resources")
@@ -170,18 +181,26 @@ def plan(args) -> int:
     by_launch = {name: [{**point, LAUNCH: k} for point in points for k in range(launches[name])]
                  for name, points in grid.items()}
 
-    def done(name, entry):
-        point = {k: v for k, v in entry.items() if k != LAUNCH}
-        return layout.records(name, launch_path(families.point_path(point), entry[LAUNCH])).exists()
-
     # A launch group (launch_groups) is one job: its members' entries, found by their launch paths.
     tasks = planning.tasks(config, grid)
     groups = {name: [[{**tasks[name][path].point, LAUNCH: tasks[name][path].launch} for path in group.members]
                      for group in family_groups]
               for name, family_groups in planning.launch_groups(config, tasks).items()}
+    # what the workflow takes as measured in a grouped family: records of this task and kernel
+    measured = campaign_run.measured_launches(config, tasks, list(groups), ROOT)
+
+    def done(name, entry):
+        point = {k: v for k, v in entry.items() if k != LAUNCH}
+        path = launch_path(families.point_path(point), entry[LAUNCH])
+        return (name, path) in measured if name in groups else layout.records(name, path).exists()
+
+    def planned(name, entry):
+        point = {k: v for k, v in entry.items() if k != LAUNCH}
+        return families.load(name).planned_seconds(tasks[name][launch_path(families.point_path(point), entry[LAUNCH])])
+
     jobs = cluster.plan_jobs(by_launch, {name: families.load(name) for name in grid}, config["campaign"], done=done,
                              group_components=group_components, resources=resources,
-                             time_limit_override=time_limit_override, launch_groups=groups)
+                             time_limit_override=time_limit_override, launch_groups=groups, planned=planned)
     packing = ", ".join(f"{k}={v}" for k, v in group_components.items())
     print(f"movebench plan: campaign {config['campaign']['name']!r}, profile {args.profile}, launches per point "
           + ", ".join(f"{name} {n}" for name, n in launches.items()) + " (a launch is a job of its own"
@@ -390,7 +409,7 @@ def main(argv=None) -> int:
     p_plan.add_argument("--resources", nargs="+", default=[], metavar="NAME=N",
                         help="as snakemake's global --resources (nodes, benchmark_slots): how grouped points share")
     sub.add_parser("efficiency", help="share of the last run's wall time inside timed regions")
-    verdict_handlers = verdict_commands.add_parsers(sub)
+    verdict_handlers = verdict_commands.add_parsers(sub) | history_cli.add_parser(sub)
     for command in sub.choices.values():
         # SUPPRESS: given only after the subcommand, it must not reset one given before it (or $MOVEBENCH_CONFIG)
         command.add_argument("--configfile", default=argparse.SUPPRESS, help=CONFIGFILE_HELP)

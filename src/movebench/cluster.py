@@ -1,6 +1,7 @@
 """The Slurm side of a campaign: what a point job asks for, what the campaign costs, and a check first.
 
-- `time_limit_minutes`: the time limit of a point job (the rules' `runtime` resource, Snakemake's name).
+- `time_limit_minutes`: the time limit of a point job (the rules' `runtime` resource); `group_time_limit_minutes`: a
+  launch group's, from its members' planned seconds.
 - `plan_jobs` / `format_plan`: the Slurm jobs, nodes and node-hours a campaign asks for, from the
   grid, before anything is submitted (`python -m movebench plan`, `make plan`).
 - `preflight`: run by the Snakefile's `onstart` under the slurm executor. It stops the run before the
@@ -40,6 +41,20 @@ def time_limit_minutes(campaign: dict) -> int:
     return max(1, math.ceil(campaign["timeout"] / 60) + 1)
 
 
+#: A launch group's job may run this many times its members' planned seconds (Family.planned_seconds), plus one
+#: point's limit: the launch's start and end, and room for one member to run to campaign.timeout.
+GROUP_PLANNED_MARGIN = 2.0
+
+
+def group_time_limit_minutes(campaign: dict, planned_seconds: list[float]) -> int:
+    """Slurm time limit of a launch group's job, from its members' planned seconds: GROUP_PLANNED_MARGIN times
+    their sum plus one point's limit, and never more than the members' own limits added up (a group of one is
+    a point). campaign.timeout stays each point's limit."""
+    one = time_limit_minutes(campaign)
+    planned = math.ceil(GROUP_PLANNED_MARGIN * sum(planned_seconds) / 60)
+    return min(one * len(planned_seconds), one + planned)
+
+
 # --------------------------------------------------------------------------- plan
 
 
@@ -52,6 +67,8 @@ class PlannedJob:
     nodes: int
     time_limit_min: int
     to_run: int
+    #: a launch group's job (its limit from its members' planned seconds), not a point's
+    grouped: bool = False
 
     @property
     def node_hours(self) -> float:
@@ -88,6 +105,7 @@ def plan_jobs(
     resources: dict[str, int] | None = None,
     time_limit_override: dict[str, int] | None = None,
     launch_groups: dict[str, list[list[dict]]] | None = None,
+    planned=lambda family, entry: 0.0,
 ) -> list[PlannedJob]:
     """The Slurm jobs of a campaign, in grid order.
 
@@ -98,7 +116,8 @@ def plan_jobs(
     `set-resources: <family>_point: runtime:` asks instead of the campaign's timeout. `done(family,
     point)` says whether a point's records exist already: those are listed but need no job.
     `launch_groups` (family -> its launch groups, each a list of `grid` entries) makes each group one job that
-    measures its members one after another (the group rule's time limit is the timeout times its members).
+    measures its members one after another; its limit is `group_time_limit_minutes` of the members still to run
+    (`planned(family, entry)`: a member's planned seconds), as the workflow forms a group of those alone.
     """
     group_components = group_components or {}
     resources = resources or {}
@@ -111,7 +130,8 @@ def plan_jobs(
             for members in launch_groups[name]:
                 todo = [p for p in members if not done(name, p)]
                 nodes = max(fam.placement(p)[1] for p in members)
-                jobs.append(PlannedJob(name, len(members), nodes, limit * len(members), len(todo)))
+                minutes = group_time_limit_minutes(campaign, [planned(name, p) for p in (todo or members)])
+                jobs.append(PlannedJob(name, len(members), nodes, minutes, len(todo), grouped=True))
             continue
         per_job = max(1, int(group_components.get(name, 1)))
         for start in range(0, len(points), per_job):
@@ -149,6 +169,14 @@ def format_plan(jobs: list[PlannedJob], campaign: dict) -> str:
         f"less); a point's limit is campaign.timeout = {campaign['timeout']:g} s -> "
         f"{time_limit_minutes(campaign)} min."
     )
+    grouped = [j for j in jobs if j.grouped]
+    if grouped:
+        lows, highs = min(j.time_limit_min for j in grouped), max(j.time_limit_min for j in grouped)
+        lines.append(
+            f"a launch group's limit: {GROUP_PLANNED_MARGIN:g} x its members' planned seconds + one point's limit = "
+            + (f"{lows}" if lows == highs else f"{lows}-{highs}") + " min here (the Slurm -t); launch stops a point "
+            "at campaign.timeout, a group's launch at campaign.timeout x its members."
+        )
     if len(todo_jobs) != len(jobs):
         lines.append(f"still to run: {len(todo_jobs)} jobs, {total_todo_nh:.2f} node-hours (the others have records).")
     lines.append("aggregate and report run where snakemake runs: no Slurm job.")

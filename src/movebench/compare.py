@@ -2,7 +2,8 @@
 
 Points are matched by family and point path (the path names the variant and every swept
 parameter). Each (point, measure) gets one row: both medians, the ratio with its 95% CI and the
-Mann-Whitney p-value (`movebench.core.verdict`), the verdict, and the environment fingerprint keys
+p-value (`movebench.core.verdict`: a t-test on the log launch medians where both sides have 2 launches or more, the
+Mann-Whitney test on the repetitions of a one-launch row), the verdict, and the environment fingerprint keys
 that differ between the two runs of the point. A point measured on one side only keeps its rows
 (verdict "only in base" / "only in new"); a point whose MPI implementation or CPU model differs
 is "not comparable" unless the caller allows it. `compare` returns that table; `render_html`

@@ -55,12 +55,14 @@ FACTOR_KEYS = {
         "type": "array", "minItems": 1, "default": ["multiple"], "items": {"enum": list(spec.THREAD_LEVELS)},
         "description": "MPI thread level the ranks ask of MPI_Init_thread (MPI4PY_RC_THREAD_LEVEL), swept like any "
                        "key. multiple (mpi4py's default) stays usable when ranks outnumber free cores; single lowers "
-                       "small-message latency at ranks <= cores and busy-polls to a crawl beyond (docs/notes/kernels.md)."},
+                       "small-message latency at ranks <= cores and busy-polls to a crawl beyond "
+                       "(docs/notes/kernels.md)."},
     "memory_modes": {
         "type": "array", "minItems": 1, "default": ["4k"], "items": {"enum": list(spec.MEMORY_MODES)},
         "description": "Pages behind the buffers the kernel times, swept like any key: 4k base pages whatever the "
                        "system's THP setting (what OSU's C buffers get), thp transparent huge pages on a 2 MiB "
-                       "boundary. Moves large messages as much as many effects measured (docs/notes/kernels.md, section 5); "
+                       "boundary. Moves large messages as much as many effects measured "
+                       "(docs/notes/kernels.md, section 5); "
                        "meta records what each buffer got."},
     "stacks": {
         "type": "array", "minItems": 1, "default": ["default"], "items": {"type": "string"},

@@ -51,7 +51,7 @@ from movebench.core import adaptive_launches, envinfo, records, verdict
 from movebench.core.layout import ResultsLayout
 from movebench.core.records import free_space
 from movebench.core.tables import counted
-from movebench.core.task import Task, launch_path, point_path_of
+from movebench.core.task import Task, launch_digest, launch_path, point_path_of
 from movebench.launchers.process import descendants, stop_group
 from movebench.services import hold
 
@@ -387,7 +387,9 @@ def _skip(member: Member, why: str, args) -> None:
     with _writing(member.meta):
         records.write_json(member.meta, {"family": task.family, "point": task.point, "launch": task.launch,
                                          "launches": task.launches, "skipped": why, "config_hash":
-                                         args.config_hash, "campaign": args.campaign})
+                                         args.config_hash, "campaign": args.campaign,
+                                         **({"launched_as": launch_digest(task, args.sources)} if args.sources
+                                            else {})})
     with _writing(member.out):
         records.write_jsonl(member.out, [])
     member.failed.unlink(missing_ok=True)
@@ -664,6 +666,8 @@ def _run_launch(members: list[Member], name: str | None, args, signals: _Signals
                     _say(f"movebench: {family} {member.where}: FELL BACK: {line}", sys.stderr)
                 if allocation is not None:
                     meta["allocation"] = allocation
+                if args.sources:
+                    meta["launched_as"] = launch_digest(member.task, args.sources)
                 with _writing(member.meta):
                     records.write_json(member.meta, meta)
                 os.replace(member.tmp("out"), member.out)
@@ -774,6 +778,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--metas", nargs="+", help="with --group: each point's meta (.meta.json), in the group's order")
     p.add_argument("--kept", help="where finished points wait for a rerun that will book them (a failed launch group, "
                         "a snakemake that ended meanwhile)")
+    p.add_argument("--sources", help="the digest of the kernel's sources (the workflow's): with the task, what the "
+                   "meta's `launched_as` says the launch was measured as")
     p.add_argument("--log", help="the point's log: launch's and the kernel's output go there, and a failure's one "
                                  "line (naming this log) to stderr too")
     p.add_argument("--config-hash", default=os.environ.get("MOVEBENCH_CONFIG_HASH"),

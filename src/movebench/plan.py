@@ -12,12 +12,16 @@ launches: round k of every point before round k+1 of any, in a shuffled order wi
 launches of points that agree on what a launch fixes (`Family.launch_group_axes`) and have the same
 launch index into one `LaunchGroup`: one job, one launch, the points measured one after another in
 it (in an order `movebench.launch` shuffles with the run's seed), each still writing its own records.
-A launch group, not a point, is then what the order places and what a rerun repeats.
+A launch group, not a point, is then what the order places. Launches whose records stand join no group:
+a group holds only what a run is to measure, so a new sweep value's points form groups of their own.
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
+import re
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from movebench import families, stacks
@@ -37,6 +41,16 @@ class LaunchGroup:
     key_path: str
     launch: int
     members: tuple[str, ...]
+
+    @property
+    def rule_suffix(self) -> str:
+        """The group's rule's name after `<family>_group_`, from its name (`nodes1_ranks2_launch0`): the same on
+        the submit host and in a cluster job, which reads the workflow again whichever other groups have finished
+        meanwhile (an index would shift). A value that is no identifier adds a digest of the name."""
+        suffix = self.name.replace("~", "").replace("/", "_")
+        if not suffix.isidentifier() or not suffix.isascii():
+            suffix = re.sub(r"\W", "", suffix) + "_" + hashlib.sha1(self.name.encode()).hexdigest()[:8]
+        return suffix
 
     @property
     def name(self) -> str:
@@ -68,15 +82,24 @@ def _with_stack(task: Task, campaign: dict) -> Task:
     return task
 
 
-def launch_groups(config: dict, tasks_: dict[str, dict[str, Task]]) -> dict[str, list[LaunchGroup]]:
-    """Family -> its launch groups, for the families whose section has `launch_groups` true."""
+def launch_groups(config: dict, tasks_: dict[str, dict[str, Task]],
+                  measured: Collection[tuple[str, str]] = ()) -> dict[str, list[LaunchGroup]]:
+    """Family -> its launch groups, for the families whose section has `launch_groups` true.
+
+    `measured`: (family, launch path) of launches whose records stand; they join no group. A group is then formed
+    from the launches still to measure alone, so that a new sweep value's launch group holds only the new points
+    (a job's existing outputs are deleted before it runs, and its members are fixed when the DAG is built), and
+    a family whose launches all stand has no group."""
     out = {}
+    measured = set(measured)
     for family, by_path in tasks_.items():
         fam = families.load(family)
         if not config[family].get("launch_groups") or not fam.launch_group_axes:
             continue
         members: dict[tuple[str, int], list[str]] = {}
         for path, task in by_path.items():
+            if (family, path) in measured:
+                continue
             key = families.point_path({a: task.point[a] for a in fam.launch_group_axes if a in task.point})
             members.setdefault((key, task.launch), []).append(path)
         out[family] = [LaunchGroup(family, key, launch, tuple(sorted(paths)))

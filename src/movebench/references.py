@@ -6,12 +6,13 @@ row per reference and matched point (a reference with no matching point gets one
 row): the published value and its accepted band, this campaign's figure with its 95% CI, and
 the status:
 
-- ratios of two variants' medians are judged on our ratio's 95% CI (the Hodges-Lehmann ratio of the
-  two variants' repetitions, `movebench.core.verdict`): `pass` (reproduced) when the whole CI lies in
-  the band, `fail` (not reproduced) when it lies wholly outside, `inconclusive` when it overlaps an
-  edge, with `launches` (the fewest behind the figure) for what a rerun would need to settle it;
-- absolute figures are `shown` ("published on <system>") with the median and its distribution-free
-  CI beside them, unless the reference says `judged: true` (a site's own baseline);
+- ratios of two variants' medians are judged on our ratio's 95% CI (`movebench.reportkit.ratio`: at the
+  launch level, as the report's headlines): `pass` (reproduced) when the whole CI lies in the band,
+  `fail` (not reproduced) when it lies wholly outside, `inconclusive` when it overlaps an edge, with
+  `launches` (the fewest behind the figure) for what a rerun would need to settle it;
+- absolute figures are `shown` ("published on <system>") with the median and its 95% CI beside them
+  (`core.stats.launch_summary`: over launches; a point of one launch, over its repetitions), unless the
+  reference says `judged: true` (a site's own baseline);
 - `not measured` when the campaign has no matching point (or no denominator point for a ratio).
 
 `ci_vs_band` says whether the whole CI lies inside the band, overlaps it, or lies outside: the judged
@@ -31,7 +32,6 @@ from movebench.core import stats
 from movebench.core.problems import ConfigError, schema_problems, show
 from movebench.core.sizes import SizeError, parse_size
 from movebench.core.tables import counted
-from movebench.core.verdict import compare_samples
 
 if TYPE_CHECKING:  # annotations only: the config checks a references file (load) without pandas; checking imports it
     import pandas as pd
@@ -234,12 +234,15 @@ def log_distance(estimate: float, low: float, high: float, edges) -> tuple[float
     return half, min(near) if near else math.inf
 
 
-def _values(group: pd.DataFrame, metric: str) -> list[float]:
+def _launch_values(group: pd.DataFrame, metric: str) -> list[list[float]]:
+    """A point's values of `metric`, one list per launch (launches with no value left out)."""
     import pandas as pd
 
     if metric not in group.columns:
         return []
-    return pd.to_numeric(group[metric], errors="coerce").dropna().tolist()
+    values = pd.to_numeric(group[metric], errors="coerce")
+    launch = group["launch"].fillna(0) if "launch" in group.columns else pd.Series(0, index=group.index)
+    return [v for v in (part.dropna().tolist() for _, part in values.groupby(launch, sort=True)) if v]
 
 
 def check(results, references: dict | None = None) -> pd.DataFrame:
@@ -247,6 +250,7 @@ def check(results, references: dict | None = None) -> pd.DataFrame:
     import pandas as pd
 
     from movebench.compare import Results, read_results
+    from movebench.reportkit import ratio
 
     results = results if isinstance(results, Results) else read_results(results)
     references = references if references is not None else load()
@@ -278,16 +282,15 @@ def check(results, references: dict | None = None) -> pd.DataFrame:
             for point in _selected(points, num, ref.get("parameters") or {}):
                 partner = _swap_variant(point, num, den)
                 if partner in points:
-                    top, bottom = _values(points[point], ref["metric"]), _values(points[partner], ref["metric"])
-                    if top and bottom:
-                        c = compare_samples(bottom, top)
-                        found.append((point, f"{len(top)} / {len(bottom)}", c.ratio, c.ci_low, c.ci_high,
+                    c = ratio(records[records["family"] == ref["family"]], point, partner, ref["metric"])
+                    if c is not None:
+                        found.append((point, f"{c.n_new} / {c.n_base}", c.ratio, c.ci_low, c.ci_high,
                                       min(_launches(points[point]), _launches(points[partner]))))
         else:
             for point in _selected(points, ref["variant"], ref.get("parameters") or {}):
-                values = _values(points[point], ref["metric"])
+                values = _launch_values(points[point], ref["metric"])
                 if values:
-                    s = stats.summarize(values)
+                    s = stats.launch_summary(values)
                     found.append((point, str(s["n"]), s["median"] / factor, s["ci_low"] / factor,
                                   s["ci_high"] / factor, _launches(points[point])))
         if not found:

@@ -22,10 +22,11 @@ import pandas as pd
 
 from movebench import aggregate, bounds, families, findings, report_verdicts, resources
 from movebench.core import records
-from movebench.core.layout import ResultsLayout
 from movebench.core import units as units_
+from movebench.core.layout import ResultsLayout
 from movebench.core.sizes import expand_sizes
 from movebench.core.task import launch_path, planned_launches
+from movebench.history import page as history_page
 from movebench.reportkit import key_cell, median_of
 
 PARTIAL = "report.partial.html"
@@ -342,7 +343,7 @@ def render_html(config: dict, sections: dict, partial: bool = False) -> str:
     return env.get_template("report.html.j2").render(
         overview=overview(config, sections), families=family_html, partial=partial, escape=html.escape,
         findings=findings.build(sections, comparison, published, studies), comparison=comparison, studies=studies,
-        stacks=stacks,
+        stacks=stacks, history=history_page.link(config["campaign"]),
         references_file=str(report_verdicts.references_file(config["campaign"]) or ""))
 
 

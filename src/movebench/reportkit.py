@@ -9,9 +9,9 @@ overrides only what it shows.
 
 The kit: tables as HTML (`html_table`, `SIZE`), figures as data URIs (`plotting`, `figure_uri`, `bound_line`),
 the summary's 95% CIs on a figure's medians (`line_intervals`, `bar_intervals`), summary rows (`median_of`,
-`median_text`), the counted repetitions (`counted`) and ratios of two points with their confidence interval
-(`ratio`, `ratio_text`), what a figure must name (`varying`), and how many processes can copy at once (`copiers`,
-for bound requests).
+`median_text`), the counted repetitions (`counted`) and ratios of two points with their launch-level confidence
+interval (`ratio`, `ratios`, `ratio_text`), what a figure must name (`varying`), and how many processes can copy at
+once (`copiers`, for bound requests).
 
 This module sits just above `movebench.core` and `movebench.spec` and imports nothing else from movebench:
 families import it, and the report page, bounds, findings and aggregate call what families build with it.
@@ -27,11 +27,11 @@ import pandas as pd
 
 from movebench.core import units as units_
 from movebench.core.sizes import format_size
-from movebench.core.tables import counted
+from movebench.core.tables import LAUNCH_JOB, counted
 
 __all__ = ["BOUND_STYLE", "SIZE", "FamilyReport", "bar_intervals", "bound_line", "copiers", "counted", "figure_uri",
            "html_table", "key_cell", "line_intervals", "median_of", "median_text", "plotting", "ratio", "ratio_text",
-           "varying"]
+           "ratios", "varying"]
 
 
 class FamilyReport:
@@ -243,21 +243,99 @@ def varying(frame: pd.DataFrame, keys) -> list[str]:
 
 
 def ratio(table: pd.DataFrame, numerator: str, denominator: str, measure: str):
-    """The Hodges-Lehmann ratio numerator / denominator of two points' repetitions of `measure`, with its 95% CI
-    (`movebench.core.verdict.Comparison`), or None when a side has no value."""
-    from movebench.core.verdict import compare_samples
+    """The ratio numerator / denominator of two points of one campaign's `measure`, with its 95% CI, at the level the
+    campaign replicated, the launch (`movebench.core.verdict.Comparison`: `ratio`, `ci_low`, `ci_high`; `unit` says
+    what was counted as one observation, `paired` whether the launches were shared); None when a side has no value.
 
-    rows = counted(table)
-    top = pd.to_numeric(rows.loc[rows["point"] == numerator, measure], errors="coerce").dropna().tolist()
-    bottom = pd.to_numeric(rows.loc[rows["point"] == denominator, measure], errors="coerce").dropna().tolist()
-    if not top or not bottom:
-        return None
-    return compare_samples(bottom, top)
+    Each point's launches are reduced to their medians and compared on the log scale, with compare's statistics:
+    Student's t with the variance moderated toward the family's (empirical Bayes, `core.verdict`):
+    - points measured in the same launches (a launch group's members: the same `LAUNCH_JOB` in 2 launches or more)
+      are paired: the t-interval of the per-launch log ratios (`compare_paired_launches`), their variance moderated
+      toward that of the family's other pairs measured together (`paired_variance_prior`). A launch's effect on
+      its members is shared, by an amount nothing in the records names; an unpaired test would count it on both
+      sides as if independent (too wide when the members move together: 98-100% coverage instead of 95% in
+      bench/report_intervals.py), while each launch's ratio is free of it, whatever its amount. Launches of
+      either point measured apart from the other's (a member measured again on its own) are left out of a
+      paired ratio: their partner's launch effect is not in them.
+    - points launched apart: the t-test on the two points' log launch medians, their variance moderated toward the
+      family's (`compare_launches` with `launch_variance_prior` over this table's points of `measure`).
+    - a point of one launch: the Hodges-Lehmann interval of the two points' repetitions (`unit` "repetitions"); it
+      knows nothing of how a relaunch moves the figures (`ratio_text` says so).
+    """
+    return ratios(table, [(numerator, denominator)], measure)[0]
+
+
+def ratios(table: pd.DataFrame, pairs, measure: str) -> list:
+    """`ratio` of each (numerator, denominator) in `pairs`, the table read once."""
+    from movebench.core.verdict import (
+        compare_launches,
+        compare_paired_launches,
+        launch_variance_prior,
+        paired_variance_prior,
+    )
+
+    launches = _launch_values(counted(table), measure)
+    together = _measured_together(launches)
+    priors = {}  # the family's, fitted once, when a ratio first needs it
+    out = []
+    for numerator, denominator in pairs:
+        top, bottom = launches.get(numerator), launches.get(denominator)
+        if not top or not bottom:
+            out.append(None)
+            continue
+        # a launch of its own is keyed by its index (an int) and pairs with nothing
+        shared = sorted(job for job in set(top) & set(bottom) if isinstance(job, str))
+        if len(shared) >= 2:
+            # the prior leaves out the pairs holding either point: a family's groups hold few pairs, and the pair's
+            # own variance counted in the prior too would be counted twice (coverage 92.5% instead of 95% with 3
+            # pairs of 3 launches, bench/report_intervals.py)
+            others = [(b, n) for a, z, b, n in together if not {a, z} & {numerator, denominator}]
+            out.append(compare_paired_launches([bottom[j] for j in shared], [top[j] for j in shared],
+                                               prior=paired_variance_prior(others)))
+            continue
+        if "apart" not in priors:
+            priors["apart"] = launch_variance_prior([(list(point.values()),) for point in launches.values()])
+        out.append(compare_launches(list(bottom.values()), list(top.values()), prior=priors["apart"]))
+    return out
+
+
+def _measured_together(launches: dict[str, dict]) -> list[tuple[str, str, list, list]]:
+    """(point, point, its launches, the other's) of points measured in the same launches (the same launch jobs, 2 or
+    more), for the prior of a paired ratio's variance: each such group's points in order, two at a time, so that
+    no point counts twice (every pair of a group would give the prior far more df than the group's launches hold)."""
+    groups: dict[tuple, list[str]] = {}
+    for point in sorted(launches):
+        jobs = tuple(sorted(k for k in launches[point] if isinstance(k, str)))
+        if len(jobs) >= 2:
+            groups.setdefault(jobs, []).append(point)
+    return [(a, b, [launches[a][j] for j in jobs], [launches[b][j] for j in jobs])
+            for jobs, points in groups.items() for a, b in zip(points[0::2], points[1::2], strict=False)]
+
+
+def _launch_values(rows: pd.DataFrame, measure: str) -> dict[str, dict]:
+    """Point -> its values of `measure` per launch, keyed by the launch's `LAUNCH_JOB` when it ran in a launch group's
+    job, else by its launch index; launches with no value left out."""
+    if measure not in rows.columns or rows.empty:
+        return {}
+    frame = pd.DataFrame({
+        "point": rows["point"].to_numpy(),
+        "launch": pd.to_numeric(rows["launch"], errors="coerce").fillna(0).astype(int).to_numpy()
+        if "launch" in rows else 0,
+        "job": rows[LAUNCH_JOB].to_numpy(dtype=object) if LAUNCH_JOB in rows else None,
+        "value": pd.to_numeric(rows[measure], errors="coerce").to_numpy(dtype=float)}).dropna(subset=["value"])
+    out: dict[str, dict] = {}
+    for (point, k), part in frame.groupby(["point", "launch"], sort=True):
+        jobs = part["job"].dropna().unique()
+        out.setdefault(point, {})[str(jobs[0]) if len(jobs) == 1 else int(k)] = part["value"].tolist()
+    return out
 
 
 def ratio_text(result) -> str:
-    """"2.10x [1.90, 2.31]": a ratio with its 95% CI."""
-    return f"{units_.sig(result.ratio)}x [{units_.sig(result.ci_low)}, {units_.sig(result.ci_high)}]"
+    """"2.10x [1.90, 2.31]": a ratio with its 95% CI; a CI of one launch's repetitions says so."""
+    text = f"{units_.sig(result.ratio)}x [{units_.sig(result.ci_low)}, {units_.sig(result.ci_high)}]"
+    if result.unit != "launches":
+        text += " (one launch: the CI spans its repetitions, not a relaunch)"
+    return text
 
 
 def median_text(row, unit: str) -> str:

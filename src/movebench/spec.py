@@ -39,6 +39,13 @@ def _always(point: dict) -> bool:
     return True
 
 
+#: `Family.planned_seconds`: a repetition where the family sets no repetition_time, and a point's set-up (its
+#: buffers, an `iterations: auto` probe, its records). Generous: a group that outlives its limit costs a resubmission
+#: (its finished members are kept for the rerun), a limit too long only queue time.
+PLANNED_REPETITION_S = 1.0
+PLANNED_SETUP_S = 5.0
+
+
 @dataclass(frozen=True)
 class Axis:
     """A swept parameter: point key `name`, values from the config list `key`."""
@@ -252,6 +259,19 @@ class Family:
         (`movebench.launchers.job_resources`): nodes, mem_mb. With `--exclusive` (profiles/slurm) the job has the
         whole nodes whatever the count."""
         return {"nodes": self.placement(point)[1], "mem_mb": -(-self.node_memory_bytes(point, section) // 2**20)}
+
+    def planned_seconds(self, task: Task) -> float:
+        """Seconds the point is planned to measure inside a launch: its warm-ups and most repetitions, each
+        `repetition_time` long (or PLANNED_REPETITION_S where the family sets none), an adaptive rule's
+        `max_seconds` where it has one, and PLANNED_SETUP_S. It sizes a launch group's time limit
+        (movebench.cluster.group_time_limit_minutes); the limit a point is held to stays campaign.timeout."""
+        each = float(task.settings.get("repetition_time") or PLANNED_REPETITION_S)
+        rule = task.repetitions
+        if isinstance(rule, dict):
+            measuring = float(rule["max_seconds"]) if rule.get("max_seconds") else int(rule.get("max", 1)) * each
+        else:
+            measuring = int(rule) * each
+        return PLANNED_SETUP_S + task.warmups * each + measuring
 
     def services(self, section: dict, campaign: dict, points: list[dict]):
         """A context manager for what the points about to run need (e.g. an emulator), or None."""

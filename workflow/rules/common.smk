@@ -1,6 +1,7 @@
 # The grid of points, their tasks, what every point rule shares, and the run's start and end.
 import json
 import os
+import sys
 
 from movebench import families, launchers
 from movebench import campaign, plan
@@ -11,12 +12,25 @@ CAMPAIGN = config["campaign"]
 RESULTS = CAMPAIGN["results_dir"]
 # where each file of the run lives (core.layout); Snakemake takes the folders as relative strings
 LAYOUT = ResultsLayout(Path(RESULTS))
-RAW, FAILED, LOGS, TABLES, KEPT = (str(p) for p in (LAYOUT.raw, LAYOUT.failed, LAYOUT.logs, LAYOUT.tables, LAYOUT.kept))
-GRID = plan.grid(config)
+RAW, FAILED, LOGS, TABLES, KEPT = (
+    str(p) for p in (LAYOUT.raw, LAYOUT.failed, LAYOUT.logs, LAYOUT.tables, LAYOUT.kept)
+)
+# Under Slurm, points that need a service on the submit host's 127.0.0.1 (io's blob points) are left out, one line
+# each family; a cluster job reads this file again and must find the same grid.
+GRID, LEFT_OUT = campaign.leave_out_unreachable(
+    config, plan.grid(config), campaign.executor_of(campaign.default_resources(workflow))
+)
+for line in LEFT_OUT:
+    print(line, file=sys.stderr)
 # Family -> launch path -> the launch's task (the point, the kernel's settings, repetitions, launch, ...).
 TASKS = plan.tasks(config, GRID)
-# Family -> its launch groups (families whose points share launches: launch_groups).
-GROUPS = plan.launch_groups(config, TASKS)
+# Family -> its launch groups (families whose points share launches: launch_groups), formed from the launches
+# still to measure only: a job's outputs are deleted before it runs, so measured ones are in no job.
+SOURCES = {family: campaign.sources_digest(family) for family in GRID}
+MEASURED = campaign.measured_launches(
+    config, TASKS, [f for f in GRID if config[f].get("launch_groups")]
+)
+GROUPS = plan.launch_groups(config, TASKS, MEASURED)
 # The launches' order: round by round, shuffled within a round (the seed is recorded with the run).
 LAUNCH_ORDER_SEED = campaign.launch_order_seed(CAMPAIGN)
 LAUNCH_ORDER = plan.launch_order(TASKS, LAUNCH_ORDER_SEED, GROUPS)
@@ -79,8 +93,8 @@ def point_resources(family):
     }
 
 
-def group_rule_name(group, index):
-    return f"{group.family}_group_{index}"
+def group_rule_name(group):
+    return f"{group.family}_group_{group.rule_suffix}"
 
 
 def group_outputs(group, ext):
@@ -98,6 +112,7 @@ def group_params(group):
         # each member gets the campaign's timeout
         "timeout": CAMPAIGN["timeout"] * len(group.members),
         "launcher": lambda w, resources: getattr(resources, "mpi", "mpiexec"),
+        "sources": SOURCES[group.family],
     }
 
 
@@ -114,7 +129,9 @@ def group_resources(group):
         "tasks": max(n["tasks"] for n in needs),
         "nodes": max(n["nodes"] for n in needs),
         "mem_mb": max(n["mem_mb"] for n in needs),
-        "runtime": campaign.time_limit_minutes(CAMPAIGN) * len(group.members),
+        "runtime": campaign.group_time_limit_minutes(
+            CAMPAIGN, [campaign.task_of(TASKS, group.family, p) for p in group.members]
+        ),
         "benchmark_slots": 1,
     }
 
@@ -135,14 +152,10 @@ LAUNCH = (
 GROUP_LAUNCH = (
     START_LAUNCH + " --group {params.tasks:q} --launcher {params.launcher:q}"
     " --timeout {params.timeout} --records {output.records:q} --metas {output.meta:q}"
-    " --failed {params.failed:q} --kept {params.kept:q} --log {log:q}"
+    " --failed {params.failed:q} --kept {params.kept:q} --sources {params.sources} --log {log:q}"
 )
 
-GROUP_RULES = {
-    group_rule_name(group, i): group
-    for family in GROUPS
-    for i, group in enumerate(GROUPS[family])
-}
+GROUP_RULES = {group_rule_name(group): group for family in GROUPS for group in GROUPS[family]}
 CAMPAIGN_RUN = campaign.CampaignRun(
     config, GRID, TASKS, LAUNCH_ORDER, LAUNCH_ORDER_SEED, GROUP_RULES
 )

@@ -1,7 +1,8 @@
 # One rule per family, `<family>_point`: one job per launch of a point, its task found by its path; the
 # launches run in LAUNCH_ORDER (the scheduler starts the ready job of highest priority first).
 # A family whose points share launches (launch_groups) has instead one rule per launch group,
-# `<family>_group_<i>`, whose one job measures its members in one launch.
+# `<family>_group_<name>` (e.g. shuffle_group_nodes1_ranks2_launch0), whose one job measures its members in one
+# launch; a group holds only launches still to measure (plan.launch_groups).
 
 
 for family in GRID:

@@ -185,7 +185,8 @@ _MPI_NAMES = (("cray mpich", "Cray MPICH"), ("intel(r) mpi", "Intel MPI"), ("int
 
 
 def memory_settings() -> dict:
-    """Page size and transparent-huge-page mode: huge pages move large-message figures (docs/notes/kernels.md, section 5)."""
+    """Page size and transparent-huge-page mode: huge pages move large-message figures (docs/notes/kernels.md,
+    section 5)."""
     try:
         thp = THP_PATH.read_text().strip()
         match = re.search(r"\[(\w+)\]", thp)

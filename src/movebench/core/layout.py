@@ -34,7 +34,7 @@ class ResultsLayout:
         object.__setattr__(self, "root", Path(self.root))
 
     @classmethod
-    def of(cls, config: dict, base: Path | None = None) -> "ResultsLayout":
+    def of(cls, config: dict, base: Path | None = None) -> ResultsLayout:
         """The layout of a campaign's `results_dir`, a relative one taken from `base` when given."""
         root = Path(config["campaign"]["results_dir"])
         return cls(root if root.is_absolute() or base is None else Path(base) / root)
@@ -129,7 +129,7 @@ class ResultsLayout:
         raise ValueError(f"{path}: not a launch's file under {self.raw}, {self.failed} or {self.kept}")
 
     @classmethod
-    def holding(cls, records: Path, family: str, launch_path: str) -> "ResultsLayout":
+    def holding(cls, records: Path, family: str, launch_path: str) -> ResultsLayout:
         """The layout whose records file of `family`'s launch `launch_path` is `records`."""
         records = Path(records)
         depth = 2 + launch_path.count("/")  # raw/<family>/ and the launch path's folders

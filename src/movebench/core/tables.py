@@ -5,6 +5,11 @@ from __future__ import annotations
 #: A point keeps its disturbed launches (measured beside outside load, `disturbed` in their meta and records)
 #: unless this many of its launches were quiet: then those alone are its statistics.
 MIN_QUIET_LAUNCHES = 2
+#: The records' column naming the job a launch ran in when it was a launch group's (the group's name and the
+#: job's start, from the meta): points whose launches share it were measured in the same launches, one after
+#: another, and their launch effects are paired (reportkit.ratio). Empty for a point launched on its own and in
+#: tables written before the column existed.
+LAUNCH_JOB = "launch_job"
 
 
 def counted(table):

@@ -8,6 +8,8 @@ The point goes verbatim, keys in axis order, into every record: it is the record
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import asdict, dataclass, fields
 
 from movebench.core.adaptive import RepetitionPolicy
@@ -90,3 +92,12 @@ def point_path_of(path: str) -> str:
 def planned_launches(launches: int | dict) -> int:
     """Launches a point may run: the count, or the adaptive rule's max (launches it no longer needs are skipped)."""
     return launches["max"] if isinstance(launches, dict) else int(launches)
+
+
+def launch_digest(task: Task, sources: str) -> str:
+    """What a launch is measured as: its task as planned (less the files launch sets) and the digest of its kernel
+    sources, hashed. launch keeps it in the meta (`launched_as`); the workflow takes a launch whose meta holds the
+    plan's digest as measured, and measures again one whose task or kernel changed (movebench.campaign)."""
+    data = {key: value for key, value in task.to_dict().items() if key not in ("out", "meta")}
+    text = json.dumps({"task": data, "kernel_sources": sources}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:20]

@@ -26,7 +26,8 @@ The verdict (issue 10): `improved` or `regressed` only when p < `alpha` (1%) and
 is beyond the practical threshold (default 5%) in the metric's direction; `unchanged` when
 the whole 95% CI lies within the threshold; `inconclusive` otherwise, and always when either
 side has fewer than `MIN_REPETITIONS` (6) measured repetitions (one-launch comparisons; a launch-level
-comparison needs 2 launches a side instead, see `compare_launches`). The threshold band is
+comparison needs 2 launches a side instead, see `compare_launches`, and `compare_paired_launches` for two points
+measured in the same launches). The threshold band is
 symmetric on the log scale, [1/(1+t), 1+t], so a time ratio r and the bandwidth ratio 1/r
 of the same point always get the same verdict.
 """
@@ -109,6 +110,7 @@ class Comparison:
     unit: str = "repetitions"  # "launches" or "repetitions": what the test counts as one observation
     mdc: float | None = None  # minimum detectable change (fraction) at 80% power and ALPHA; launch level only
     mdc_double: float | None = None  # the same with twice the launches on each side
+    paired: bool = False  # launch level only: the two sides measured in the same launches, their differences tested
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -267,9 +269,43 @@ def launch_variance_prior(points) -> VariancePrior | None:
     Points alike in spread get a large d0 (each borrows the family's df); a family of 5% and 90% points gets a
     small one, so each keeps its own variance and only a little of the family's df. d0 never exceeds the df
     the family's points hold together. None with fewer than 3 points of positive variance."""
+    return _fit_prior(_own_variance(sides) for sides in points)
+
+
+def paired_variance_prior(pairs) -> VariancePrior | None:
+    """`launch_variance_prior` of the variance of a per-launch log ratio: `pairs` is an iterable of (base launches,
+    new launches) of two points measured in the same launches (base[k] and new[k] in launch k), as
+    `compare_paired_launches` takes them. None with fewer than 3 pairs of positive variance."""
+    return _fit_prior(_paired_variance(base, new) for base, new in pairs)
+
+
+def _paired_variance(base, new) -> tuple[float, int] | None:
+    """(variance of the per-launch log ratio, df = launches - 1) of two points measured in the same launches; None
+    with fewer than 2 launches holding both or a value <= 0."""
+    x, y, positive = _paired_centres(base, new)
+    d = y - x
+    return (float(d.var(ddof=1)), d.size - 1) if positive and d.size >= 2 else None
+
+
+def _paired_centres(base, new) -> tuple[np.ndarray, np.ndarray, bool]:
+    """BASE's and NEW's centres in the launches that hold both (`launch_centres`: log medians when every value of
+    both is > 0, then True; else raw medians and False)."""
+    pairs = [(b, n) for b, n in zip(base, new, strict=True) if _clean(b).size and _clean(n).size]
+    x, positive_x = launch_centres([b for b, _ in pairs])
+    y, positive_y = launch_centres([n for _, n in pairs])
+    positive = positive_x and positive_y
+    if positive != positive_x:
+        x = np.exp(x)
+    if positive != positive_y:
+        y = np.exp(y)
+    return x, y, positive
+
+
+def _fit_prior(variances) -> VariancePrior | None:
+    """The prior of `launch_variance_prior` fitted to (variance, df) estimates (None entries left out)."""
     from movebench.core.stats import digamma, trigamma, trigamma_inverse
 
-    own = [v for v in (_own_variance(sides) for sides in points) if v is not None and v[0] > 0]
+    own = [v for v in variances if v is not None and v[0] > 0]
     if len(own) < 3:
         return None
     z = np.array([math.log(s2) - digamma(d / 2) + math.log(d / 2) for s2, d in own])
@@ -391,6 +427,56 @@ def compare_launches(base, new, confidence: float = CONFIDENCE, alpha: float = A
         mdc = mdc_double = None
     return Comparison(n_base, n_new, med_x, med_y, ratio, ci_low, ci_high, p_value, "log" if positive else "raw",
                       launches_base=n, launches_new=m, unit="launches", mdc=mdc, mdc_double=mdc_double)
+
+
+def compare_paired_launches(base, new, confidence: float = CONFIDENCE, alpha: float = ALPHA,
+                            prior: VariancePrior | None = None) -> Comparison:
+    """NEW against BASE measured in the same launches (a launch group's members): `base[k]` and `new[k]` are the
+    two points' values in launch k. The ratio is exp(mean over launches of log median NEW_k - log median BASE_k);
+    its CI and two-sided p-value come from the t-test on those L per-launch log ratios. What a launch does to both
+    points (its placement, the node's state, what its start left behind) cancels in each ratio, however much of it
+    the two share. With `prior` (`paired_variance_prior` over the family's pairs of points measured together) the
+    variance of a per-launch log ratio is moderated toward it as `compare_launches` moderates a point's, with
+    L - 1 + d0 df; without, the pair's own, L - 1 df. Launches where a side has no value are left out; fewer than 2
+    left: as `compare_launches` (the repetitions pooled). Values <= 0: raw medians, the shift turned into a ratio
+    against BASE's mean centre."""
+    from movebench.core.stats import t_quantile, t_sf
+
+    kept = [(b, n) for b, n in zip(base, new, strict=True) if _clean(b).size and _clean(n).size]
+    if len(kept) < 2:
+        return compare_launches([b for b, _ in kept], [n for _, n in kept], confidence, alpha)
+    x, y, positive = _paired_centres([b for b, _ in kept], [n for _, n in kept])
+    d = y - x
+    pairs, diff = d.size, float(d.mean())
+    variance, df = float(d.var(ddof=1)), float(pairs - 1)
+    df_double = 2.0 * pairs - 1  # twice the launches: twice the pair's own df
+    if prior is not None and positive:
+        variance, df = moderated_variance(variance, pairs - 1, prior)
+        df_double = prior.df + 2 * pairs - 1
+    se = math.sqrt(variance / pairs)
+    if se > 0:
+        p_value = min(1.0, 2 * t_sf(abs(diff) / se, df))
+        half = t_quantile(0.5 + confidence / 2, df) * se
+        detect = (t_quantile(1 - alpha / 2, df) + t_quantile(MDC_POWER, df)) * se
+        detect_double = (t_quantile(1 - alpha / 2, df_double) + t_quantile(MDC_POWER, df_double)) * se / math.sqrt(2)
+    else:
+        p_value = 1.0 if diff == 0 else 0.0
+        half = detect = detect_double = 0.0
+    med_x, med_y = float(np.median(np.exp(x) if positive else x)), float(np.median(np.exp(y) if positive else y))
+    if positive:
+        ratio, ci_low, ci_high = math.exp(diff), math.exp(diff - half), math.exp(diff + half)
+        mdc, mdc_double = math.exp(detect) - 1, math.exp(detect_double) - 1
+    elif x.mean() > 0:
+        centre = float(x.mean())
+        ratio, ci_low, ci_high = 1 + diff / centre, 1 + (diff - half) / centre, 1 + (diff + half) / centre
+        mdc, mdc_double = detect / centre, detect_double / centre
+    else:
+        ratio = ci_low = ci_high = 1.0 if se == 0 and diff == 0 else float("nan")
+        mdc = mdc_double = None
+    return Comparison(sum(int(_clean(b).size) for b, _ in kept), sum(int(_clean(n).size) for _, n in kept),
+                      med_x, med_y, ratio, ci_low, ci_high, p_value, "log" if positive else "raw",
+                      launches_base=pairs, launches_new=pairs, unit="launches", mdc=mdc, mdc_double=mdc_double,
+                      paired=True)
 
 
 def _satterthwaite(a: float, df_a: float, b: float, df_b: float) -> float:

@@ -212,5 +212,11 @@ class Mpi(Runtime):
     def watch(self) -> MpiWatch:
         return MpiWatch(self)
 
+    def scheduler_tasks(self, ranks: int, nodes: int) -> int:
+        """One task per rank, at least 2: the Slurm executor refuses a job that has the `mpi` resource (which keeps
+        it from wrapping the point in `srun -n 1`) with a single task, and the run then hangs (calibration's fio
+        probe, one process, did); the launcher still starts the point's own count."""
+        return max(2, ranks)
+
 
 RUNTIME = Mpi()

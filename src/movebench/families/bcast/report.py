@@ -3,7 +3,7 @@ buffer, memory per method."""
 
 from __future__ import annotations
 
-from movebench.core import stats, units
+from movebench.core import units
 from movebench.families.bcast import FAMILY
 from movebench.reportkit import (
     FamilyReport,
@@ -17,6 +17,7 @@ from movebench.reportkit import (
     plotting,
     ratio,
     ratio_text,
+    ratios,
     varying,
 )
 
@@ -57,21 +58,22 @@ def method_medians(table):
         )
         .reset_index()
     )
-    intervals = measured.groupby(CASE + ["method"], dropna=False)["elapsed_s"].apply(
-        lambda times: pd.Series(stats.summarize(times.tolist()))[["ci_low", "ci_high"]]
-    )
-    medians = medians.merge(intervals.unstack().reset_index(), on=CASE + ["method"], how="left")
     cold = table[table["warmup"] & (table["rep"] == 0)].groupby(CASE + ["method"], dropna=False)["elapsed_s"]
     medians = medians.merge(cold.first().rename("cold_s").reset_index(), on=CASE + ["method"], how="left")
-    pickle = medians[medians["method"] == "pickle"][CASE + ["time_s", "ci_low", "ci_high"]].rename(
-        columns={"time_s": "pickle_s", "ci_low": "pickle_ci_low", "ci_high": "pickle_ci_high"}
+    pickle = medians[medians["method"] == "pickle"][CASE + ["time_s", "point"]].rename(
+        columns={"time_s": "pickle_s", "point": "pickle_point"}
     )
     medians = medians.merge(pickle, on=CASE, how="left")
     medians["speedup_vs_pickle"] = medians["pickle_s"] / medians["time_s"]
-    # A difference the noise cannot explain: the 95% intervals of the two medians do not overlap.
-    medians["clear_vs_pickle"] = (medians["ci_high"] < medians["pickle_ci_low"]) | (
-        medians["ci_low"] > medians["pickle_ci_high"]
-    )
+    # A difference the noise cannot explain: the launch-level 95% CI of the time ratio pickle / method (reportkit.ratio)
+    # excludes 1.
+    partnered = medians["pickle_point"].notna() & (medians["method"] != "pickle")
+    pairs = list(zip(medians.loc[partnered, "pickle_point"], medians.loc[partnered, "point"], strict=True))
+    medians["clear_vs_pickle"] = False
+    if pairs:  # a campaign without pickle has no partner to compare with
+        medians.loc[partnered, "clear_vs_pickle"] = [
+            result is not None and (result.ci_low > 1 or result.ci_high < 1)
+            for result in ratios(table, pairs, "elapsed_s")]
     medians["receiver_extra_per_payload"] = medians["rss_hwm_delta_bytes"] / medians["payload_bytes"]
     medians["method"] = pd.Categorical(medians["method"], [m for m in METHODS if m in set(medians["method"])])
     return medians.sort_values(CASE + ["method"]).reset_index(drop=True)
@@ -128,7 +130,7 @@ def _memory_cell(row) -> str:
 def crossover_rows(medians) -> list[dict]:
     """Per sparse shape, dtype, ranks and in-place method: the lowest density from which it beats pickle.
 
-    A speed-up marked * is clear: the 95% intervals of the two medians do not overlap.
+    A speed-up marked * is clear: the launch-level 95% CI of its ratio excludes 1.
     """
     rows = []
     sparse = medians[(medians["kind"] == "sparse") & medians["pickle_s"].notna()]

@@ -44,8 +44,9 @@ that fails leaves no files, and the next one runs:
   comparison needs the same count on both sides; and a lone pass after the idle
   start of a round is not the sustained rate: a batch timed alone runs several
   times faster than batches back to back, the work a batch leaves behind being
-  paid by the next one (docs/notes/kernels.md, section 7). Several passes dilute whatever a round's start costs or saves to
-  ~1/passes. 4 is a judgement, not a measured optimum: gups_ddict's defaults time
+  paid by the next one (docs/notes/kernels.md, section 7). Several passes dilute
+  whatever a round's start costs or saves to ~1/passes. 4 is a judgement, not a
+  measured optimum: gups_ddict's defaults time
   3 passes (its --iterations 2 and the pass its timer adds), and with 4 a round's
   start weighs at most a quarter of the round while a default campaign's kv points
   stay short (docs/notes/kernels.md, section 7, has the figures and their noise).

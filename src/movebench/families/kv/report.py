@@ -109,8 +109,8 @@ class KvReport(FamilyReport):
             long = ratios.melt(id_vars=CASE, value_vars=[c for c in RATIOS if c in ratios],
                                var_name="ratio", value_name="x")
             long, style = line_style(long, ["data_format", "nodes", "clients_per_node", "managers_per_node"], "nodes")
-            # a ratio of two medians has no interval in the tables (the headlines' is the Hodges-Lehmann ratio's, of
-            # another estimate): none drawn, and none of seaborn's
+            # a ratio of two medians has no interval in the tables (the headlines' is the launch-level ratio's, of
+            # another estimate: reportkit.ratio): none drawn, and none of seaborn's
             sns.lineplot(data=long.dropna(subset=["x"]), x="value_size", y="x", hue="ratio", style=style, marker="o",
                          ax=ax, errorbar=None)
             ax.set(xscale="log", yscale="log", xlabel="value size (bytes)",

@@ -50,7 +50,7 @@ MPIEXEC = str(Path(PY).with_name("mpiexec"))
 # once per campaign
 CAMPAIGN_ENV = {**os.environ, "MOVEBENCH_GIT_COMMIT": envinfo.git_commit() or "",
                 "MOVEBENCH_PACKAGES": json.dumps(envinfo.package_versions())}
-# what launch adds for a one-node MPI point (movebench.launch.kernel_env): UCX_MEM_EVENTS=no unless set
+# what the mpi runtime adds for a one-node point (movebench.launchers.mpi): UCX_MEM_EVENTS=no unless set
 POINT_ENV = {**CAMPAIGN_ENV, "UCX_MEM_EVENTS": os.environ.get("UCX_MEM_EVENTS", "no")}
 HOOKS_ENV = {**CAMPAIGN_ENV, "UCX_MEM_EVENTS": "yes"}
 POINT = {"pattern": "uni", "nodes": 1, "ranks": 2, "message_size": 1024, "window": 64}

@@ -303,7 +303,7 @@ def test_dragon_points_are_refused_where_snakemake_runs_on_no_node_of_the_alloca
     from movebench import campaign
 
     todo = {"kv": [{"operation": "put", "nodes": 1}]}
-    (line,) = campaign.dragon_off_node(todo, {"SLURM_JOB_ID": "7"})
+    (line,) = campaign.off_allocation(todo, {"SLURM_JOB_ID": "7"})
     assert line.startswith("kv ") and "make sbatch" in line
-    assert campaign.dragon_off_node(todo, {"SLURM_JOB_ID": "7", "SLURMD_NODENAME": "n1"}) == []
-    assert campaign.dragon_off_node({"shuffle": [{"pattern": "uni"}]}, {"SLURM_JOB_ID": "7"}) == []
+    assert campaign.off_allocation(todo, {"SLURM_JOB_ID": "7", "SLURMD_NODENAME": "n1"}) == []
+    assert campaign.off_allocation({"shuffle": [{"pattern": "uni"}]}, {"SLURM_JOB_ID": "7"}) == []

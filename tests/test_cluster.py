@@ -11,35 +11,37 @@ import pytest
 import yaml
 
 from conftest import PYTHON, ROOT
-from movebench import cluster, families
+from movebench import cluster, families, launchers
 
 CAMPAIGN = {"name": "t", "results_dir": "results", "repetitions": 3, "warmups": 1, "timeout": 300}
 
 
 def test_runtime_is_the_timeout_in_whole_minutes_plus_one():
-    assert [cluster.runtime_minutes({"timeout": t}) for t in (1, 59, 60, 61, 300, 3600)] == [2, 2, 2, 3, 6, 61]
+    assert [cluster.time_limit_minutes({"timeout": t}) for t in (1, 59, 60, 61, 300, 3600)] == [2, 2, 2, 3, 6, 61]
 
 
 def test_tasks_are_ranks_for_mpi_and_at_least_two_for_dragon():
-    shuffle, kv = families.load("shuffle"), families.load("kv")
+    kv = families.load("kv")
     section = {"tuples_per_rank": 1, "tuple_size": 8}
     point = {"pattern": "uni", "nodes": 2, "ranks": 4, "message_size": 4096, "window": 4}
-    assert shuffle.resources(point, section)["tasks"] == 4 and shuffle.resources(point, section)["nodes"] == 2
+    assert launchers.job_resources("shuffle", point, section)["tasks"] == 4
+    assert launchers.job_resources("shuffle", point, section)["nodes"] == 2
     kv_section = {"total_mem": "64MiB", "mem_frac": 0.1, "max_keys": 50, "keys_per_client": None}
     point = {"operation": "put", "nodes": 1, "clients_per_node": 8, "managers_per_node": 1, "value_size": 1024}
-    assert kv.resources(point, kv_section)["tasks"] == 2
-    assert kv.resources({**point, "nodes": 3}, kv_section)["tasks"] == 3
+    assert launchers.job_resources("kv", point, kv_section)["tasks"] == 2
+    assert launchers.job_resources("kv", {**point, "nodes": 3}, kv_section)["tasks"] == 3
+    assert set(kv.resources(point, kv_section)) == {"nodes", "mem_mb"}  # the tasks are the runtime's to count
     # one process (calibration's fio probe): still 2, which the executor needs of a job with the `mpi` resource
     calibration = families.load("calibration")
     fio = {"probe": "fio", "pattern": "sfsw", "ranks": 2, "size_per_proc": 2**20}
-    assert calibration.placement(fio)[0] == 1 and calibration.resources(fio, {})["tasks"] == 2
+    assert calibration.placement(fio)[0] == 1 and launchers.job_resources("calibration", fio, {})["tasks"] == 2
 
 
 def test_plan_one_job_per_point():
     fam = families.load("shuffle")
     grid = {"shuffle": [{"nodes": 1, "ranks": 2}, {"nodes": 2, "ranks": 2}, {"nodes": 2, "ranks": 4}]}
     jobs = cluster.plan_jobs(grid, {"shuffle": fam}, CAMPAIGN)
-    assert [(j.points, j.nodes, j.runtime_min) for j in jobs] == [(1, 1, 6), (1, 2, 6), (1, 2, 6)]
+    assert [(j.points, j.nodes, j.time_limit_min) for j in jobs] == [(1, 1, 6), (1, 2, 6), (1, 2, 6)]
     assert sum(j.node_hours for j in jobs) == pytest.approx((1 + 2 + 2) * 6 / 60)
 
 
@@ -48,10 +50,10 @@ def test_plan_packed_points_run_one_after_another_in_the_largest_points_allocati
     grid = {"shuffle": [{"nodes": n, "ranks": 2} for n in (1, 2, 1, 2, 1)]}
     jobs = cluster.plan_jobs(grid, {"shuffle": fam}, CAMPAIGN, group_components={"shuffle": 3},
                              resources={"benchmark_slots": 1})  # fmt: skip
-    assert [(j.points, j.nodes, j.runtime_min) for j in jobs] == [(3, 2, 18), (2, 2, 12)]
+    assert [(j.points, j.nodes, j.time_limit_min) for j in jobs] == [(3, 2, 18), (2, 2, 12)]
     # Without a per-job limit Snakemake puts the group's points side by side: nodes add up.
     side_by_side = cluster.plan_jobs(grid, {"shuffle": fam}, CAMPAIGN, group_components={"shuffle": 3})
-    assert [(j.nodes, j.runtime_min) for j in side_by_side] == [(4, 6), (3, 6)]
+    assert [(j.nodes, j.time_limit_min) for j in side_by_side] == [(4, 6), (3, 6)]
 
 
 def test_plan_makes_each_launch_group_one_job_of_its_members_runtimes():
@@ -61,18 +63,18 @@ def test_plan_makes_each_launch_group_one_job_of_its_members_runtimes():
     jobs = cluster.plan_jobs({"kv": points}, {"kv": fam}, CAMPAIGN, launch_groups={"kv": [points[:3], points[3:]]},
                              done=lambda name, p: p is points[0], planned=lambda name, p: 45.0)
     # the group of the 2 points still to run: one point's 6 min + 2 x 90 s planned; a group of one is a point
-    assert [(j.points, j.nodes, j.runtime_min, j.to_run) for j in jobs] == [(3, 1, 9, 2), (1, 1, 6, 1)]
+    assert [(j.points, j.nodes, j.time_limit_min, j.to_run) for j in jobs] == [(3, 1, 9, 2), (1, 1, 6, 1)]
     assert "a launch group's limit: 2 x its members' planned seconds + one point's limit = 6-9 min here" in \
         cluster.format_plan(jobs, CAMPAIGN)
 
 
 def test_a_launch_groups_limit_follows_its_members_planned_seconds():
-    one = cluster.runtime_minutes(CAMPAIGN)  # 6 min for campaign.timeout 300 s
-    assert cluster.group_runtime_minutes(CAMPAIGN, [10.0]) == one
-    assert cluster.group_runtime_minutes(CAMPAIGN, [10.0] * 3) == one + 1  # 2 x 30 s
-    assert cluster.group_runtime_minutes(CAMPAIGN, [10.0] * 48) == one + 16  # not 48 x 6 min
+    one = cluster.time_limit_minutes(CAMPAIGN)  # 6 min for campaign.timeout 300 s
+    assert cluster.group_time_limit_minutes(CAMPAIGN, [10.0]) == one
+    assert cluster.group_time_limit_minutes(CAMPAIGN, [10.0] * 3) == one + 1  # 2 x 30 s
+    assert cluster.group_time_limit_minutes(CAMPAIGN, [10.0] * 48) == one + 16  # not 48 x 6 min
     # never beyond the members' own limits added up
-    assert cluster.group_runtime_minutes(CAMPAIGN, [3600.0] * 4) == 4 * one
+    assert cluster.group_time_limit_minutes(CAMPAIGN, [3600.0] * 4) == 4 * one
 
 
 def test_a_points_planned_seconds_are_its_warmups_and_repetitions():

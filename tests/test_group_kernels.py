@@ -176,7 +176,7 @@ def test_a_bcast_points_memory_does_not_depend_on_its_place_in_the_group(tmp_pat
     assert abs(first_delta - third_delta) < 0.5 * payload, (first_delta, third_delta)
 
 
-# --- kv: one Dragon runtime for the group ---
+# --- kv: one Dragon run for the group ---
 
 KEYS, PASSES = 20, 2
 

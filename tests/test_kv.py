@@ -105,21 +105,22 @@ def test_grid_and_launch_command():
     task = plan.tasks(config, grid)["kv"][families.point_path(points[0])]
     assert task.settings["keys_per_client"] == keys_per_client(config["kv"], 1, 2, 1024)
     kernel_task = dataclasses.replace(task, out="r.jsonl", meta="m.json")
-    cmd = launchers.kernel_command(kernel_task, "task.json")
+    cmd = launchers.runtime(kernel_task).command(kernel_task, "task.json")
     python = [sys.executable, "-m", "movebench.families.kv.kernel", "task.json"]
     dragon_at = cmd.index("--") + 1
     assert cmd[:3] == [sys.executable, "-m", "movebench.launchers.dragon"] and "--meta" in cmd[:dragon_at]
     assert cmd[dragon_at].endswith("dragon") and cmd[dragon_at + 1] == "-s" and cmd[dragon_at + 2:] == python
     assert any(a.startswith("DRAGON_DEFAULT_SEG_SZ=") for a in cmd[:dragon_at])
+    assert cmd[cmd.index("--shm-sized-by") + 1] == "kv.total_mem"  # the setting the wrapper's advice names
     assert "transport" not in task.settings  # one node: no transport between nodes, no rerun when it changes
     four = dataclasses.replace(kernel_task, point={**task.point, "nodes": 4}, nodes=4,
                                settings={**task.settings, "transport": "tcp"})
-    cmd = launchers.kernel_command(four, "task.json")
+    cmd = launchers.runtime(four).command(four, "task.json")
     dragon_at = cmd.index("--") + 1
     assert cmd[dragon_at + 1:dragon_at + 5] == ["-t", "tcp", "-N", "4"]
     assert cmd[cmd.index("--nodes") + 1] == "4"  # the Dragon launcher sweeps the 4 nodes after the run
     four.settings["transport"] = None  # Dragon's own choice: its dragon-config files, else TCP
-    assert launchers.kernel_command(four, "task.json")[dragon_at + 1:dragon_at + 3] == ["-N", "4"]
+    assert launchers.runtime(four).command(four, "task.json")[dragon_at + 1:dragon_at + 3] == ["-N", "4"]
 
 
 @pytest.mark.parametrize(
@@ -174,10 +175,12 @@ def test_segment_names_of_the_run_and_only_those():
 
 def test_dragonrun_refuses_when_dev_shm_is_too_small():
     need = dragonrun.shm_free_bytes() + 2**30
-    proc = subprocess.run([sys.executable, "-m", "movebench.launchers.dragon", "--shm-bytes", str(need), "--",
-                           "sh", "-c", "echo launched"], capture_output=True, text=True, timeout=30)
+    proc = subprocess.run([sys.executable, "-m", "movebench.launchers.dragon", "--shm-bytes", str(need),
+                           "--shm-sized-by", "kv.total_mem", "--", "sh", "-c", "echo launched"],
+                          capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2 and "launched" not in proc.stdout
     assert "refusing to launch" in proc.stderr and "/dev/shm has" in proc.stderr
+    assert "lower kv.total_mem, DRAGON_DEFAULT_SEG_SZ or DRAGON_INF_SEG_SZ" in proc.stderr
 
 
 def test_report_keeps_data_formats_apart_and_old_records_read_as_bytes(tmp_path):

@@ -13,7 +13,7 @@ import pytest
 from conftest import snakemake
 from movebench import aggregate, launch, plan
 from movebench import config as cc
-from movebench.core import records
+from movebench.core import adaptive_launches, records
 from movebench.core.task import Task, launch_path, point_path_of
 
 STREAM = {"patterns": ["uni"], "message_sizes": ["4KiB", "64KiB"], "windows": [4], "iterations": 20}
@@ -206,5 +206,5 @@ def test_an_mdc_target_stops_a_quiet_point_and_runs_a_noisy_one_up_to_max(tmp_pa
     assert why and why.startswith("launches.mdc_target 0.15 reached after 3 launches")
     for index in (3, 4, 5):  # 60% between launches: never reached, so every launch up to max runs
         assert decide(0.6, index)[0] is None
-    mdc = launch.detectable_change([[1.0, 1.0], [1.5, 1.5], [0.7, 0.7]], None)
+    mdc = adaptive_launches.detectable_change([[1.0, 1.0], [1.5, 1.5], [0.7, 0.7]], None)
     assert mdc > 1.0  # the point's own 3 launches, no prior: a large change only

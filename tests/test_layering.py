@@ -21,6 +21,7 @@ LAYERS = [
     ("contract", ["movebench.spec", "movebench.reportkit"]),
     ("families", ["movebench.families"]),
     ("engine", ["movebench.config", "movebench.plan", "movebench.stacks", "movebench.launchers", "movebench.launch",
+                "movebench.keep",
                 "movebench.aggregate", "movebench.admission", "movebench.machine", "movebench.cluster"]),
     ("presentation", ["movebench.bounds", "movebench.compare", "movebench.references", "movebench.claims",
                       "movebench.findings",

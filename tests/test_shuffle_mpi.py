@@ -116,5 +116,5 @@ def test_a_one_node_point_runs_without_ucx_memory_hooks_unless_the_user_sets_the
         assert meta["fingerprint"]["env"]["UCX_MEM_EVENTS"] == expected
     two_nodes = families.load("shuffle").task({**point, "nodes": 2}, settings)
     dragon = families.load("kv").task({"operation": "get", "nodes": 1, "clients_per_node": 2}, {})
-    assert "UCX_MEM_EVENTS" not in launchers.kernel_env(two_nodes, env)
-    assert "UCX_MEM_EVENTS" not in launchers.kernel_env(dragon, env)
+    assert "UCX_MEM_EVENTS" not in launchers.runtime(two_nodes).environment(two_nodes, env)
+    assert "UCX_MEM_EVENTS" not in launchers.runtime(dragon).environment(dragon, env)

@@ -76,7 +76,7 @@ def test_the_shipped_campaign_runs_on_slurm_less_its_blob_points_said_in_one_lin
             job_ids = {json.loads((raw / family / f"{p}.meta.json").read_text())["slurm_job_id"]
                        for p in group.members}
             (job_id,) = job_ids
-            limit = campaign.group_runtime_minutes(validated["campaign"],
+            limit = campaign.group_time_limit_minutes(validated["campaign"],
                                                    [tasks[family][p] for p in group.members])
             assert jobs[job_id]["time_limit"] == f"{limit}:00", (family, group.name, jobs[job_id])
     print(f"\nthe shipped campaign, small, through --profile slurm: {took:.1f} s, {len(jobs)} jobs")

@@ -30,7 +30,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from movebench import families
+from movebench import families, launchers
 
 #: Room one point's records, meta, log and failure record take in the results folder (measured:
 #: 10-40 KiB per point here), planned with a margin; plus the tables and the report.
@@ -117,7 +117,8 @@ def problems(config: dict, todo: dict[str, list[dict]], capacity: Capacity) -> l
                              "profile (--profile slurm) or sweep nodes: [1]")
                 continue
             per_node = -(-ranks // nodes)
-            if capacity.allocation and capacity.cores and fam.runtime == "mpi" and per_node > capacity.cores:
+            steps = launchers.of_family(family).step_tasks_per_node(ranks, nodes)
+            if capacity.allocation and capacity.cores and steps > capacity.cores:
                 # an srun step places one task per CPU of the allocation: --overcommit does not lift it for a
                 # step, only for a job submitted with it
                 lines.append(f"{where}: {per_node} ranks on one node, but the allocation's nodes have {capacity.cores} "

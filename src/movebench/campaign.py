@@ -81,10 +81,10 @@ def job_environment(config: dict, launch_order_seed: int | None = None) -> dict[
 
 
 def kernel_sources(family: str) -> list[str]:
-    """The files whose change reruns a family's points: its kernel files, its runtime's launcher, the shared runner."""
+    """The files whose change reruns a family's points: its kernel files, its runtime's module, the shared runner."""
     folder, fam = families.folder(family), families.load(family)
     own = sorted(str(p.resolve()) for pattern in fam.kernel_sources for p in folder.glob(pattern))
-    return own + [str(launchers.RUNTIMES[fam.runtime].source)] + [str(PACKAGE / name) for name in RUNNER_SOURCES]
+    return own + [str(launchers.of_family(family).source)] + [str(PACKAGE / name) for name in RUNNER_SOURCES]
 
 
 def report_sources(family_names) -> list[Path]:
@@ -216,7 +216,7 @@ def refusal(config: dict, tasks: dict, executor: str, partition: str | None = No
     todo = pending_points(config, tasks, root)
     lines = admission.problems(config, todo, capacity)
     if executor == "allocation":
-        lines += dragon_off_node(todo, os.environ)
+        lines += off_allocation(todo, os.environ)
     return admission.message(lines, capacity) if lines else None
 
 
@@ -246,31 +246,24 @@ def drop_default_rate_limit(scheduler) -> str | None:
     return f"{limiter.max_jobs}/{limiter.timespan:g}s"
 
 
-def dragon_off_node(todo: dict[str, list[dict]], environ: dict) -> list[str]:
-    """Dragon points where snakemake runs on no node of the allocation (salloc on a login node), one line each.
-
-    MPI points are srun steps, placed on the allocation's nodes wherever snakemake runs; `dragon -s` runs where
-    it is started, and `dragon -N` keeps its front end there: on a login node, outside the allocation.
-    SLURMD_NODENAME is set on the allocation's nodes (a batch script, a step), not where salloc runs a command.
-    """
-    if environ.get("SLURMD_NODENAME"):
-        return []
+def off_allocation(todo: dict[str, list[dict]], environ: dict) -> list[str]:
+    """Points whose runtime cannot start them from where snakemake runs (`Runtime.placement_problem`), one line
+    each: e.g. Dragon's, where snakemake runs on no node of the allocation (salloc on a login node)."""
     lines = []
     for family, points in todo.items():
-        if families.load(family).runtime == "dragon":
-            lines += [f"{family} {families.point_path(point)}: Dragon runs where snakemake runs, and that is no node "
-                      "of the allocation (salloc ran it here): run the campaign from a batch script (make sbatch) "
-                      "or leave the family out" for point in points]
+        why = launchers.of_family(family).placement_problem(environ)
+        if why:
+            lines += [f"{family} {families.point_path(point)}: {why}" for point in points]
     return lines
 
 
-def runtime_minutes(campaign: dict) -> int:
-    return cluster.runtime_minutes(campaign)
+def time_limit_minutes(campaign: dict) -> int:
+    return cluster.time_limit_minutes(campaign)
 
 
-def group_runtime_minutes(campaign: dict, tasks: list[Task]) -> int:
+def group_time_limit_minutes(campaign: dict, tasks: list[Task]) -> int:
     """A launch group's time limit, from its members' planned seconds (Family.planned_seconds)."""
-    return cluster.group_runtime_minutes(campaign, [families.load(t.family).planned_seconds(t) for t in tasks])
+    return cluster.group_time_limit_minutes(campaign, [families.load(t.family).planned_seconds(t) for t in tasks])
 
 
 class CampaignRun:
@@ -379,7 +372,7 @@ class CampaignRun:
             capacity = cluster.allocation_capacity(os.environ)
             if capacity is None:
                 sys.exit(cluster.NO_ALLOCATION)
-            lines = admission.problems(self.config, todo, capacity) + dragon_off_node(todo, os.environ)
+            lines = admission.problems(self.config, todo, capacity) + off_allocation(todo, os.environ)
             if lines:
                 sys.exit(admission.message(lines, capacity))
             return

@@ -170,10 +170,10 @@ def plan(args) -> int:
     group_components.update(_key_values(args.group_components, "--group-components"))
     resources = _key_values(profile.get("resources"), "resources")
     resources.update(_key_values(args.resources, "--resources"))
-    runtime_override = {}
+    time_limit_override = {}
     for rule, res in (profile.get("set-resources") or {}).items():
         if isinstance(res, dict) and "runtime" in res and rule.endswith("_point"):
-            runtime_override[rule.removesuffix("_point")] = int(res["runtime"])
+            time_limit_override[rule.removesuffix("_point")] = int(res["runtime"])
     layout = ResultsLayout.of(config, ROOT)
 
     # Each launch of a point is a job of its own (campaign.launches): the plan counts launches as points.
@@ -200,7 +200,7 @@ def plan(args) -> int:
 
     jobs = cluster.plan_jobs(by_launch, {name: families.load(name) for name in grid}, config["campaign"], done=done,
                              group_components=group_components, resources=resources,
-                             runtime_override=runtime_override, launch_groups=groups, planned=planned)
+                             time_limit_override=time_limit_override, launch_groups=groups, planned=planned)
     packing = ", ".join(f"{k}={v}" for k, v in group_components.items())
     print(f"movebench plan: campaign {config['campaign']['name']!r}, profile {args.profile}, launches per point "
           + ", ".join(f"{name} {n}" for name, n in launches.items()) + " (a launch is a job of its own"

@@ -1,6 +1,6 @@
 """The Slurm side of a campaign: what a point job asks for, what the campaign costs, and a check first.
 
-- `runtime_minutes`: the time limit of a point job (the rules' `runtime` resource); `group_runtime_minutes`: a
+- `time_limit_minutes`: the time limit of a point job (the rules' `runtime` resource); `group_time_limit_minutes`: a
   launch group's, from its members' planned seconds.
 - `plan_jobs` / `format_plan`: the Slurm jobs, nodes and node-hours a campaign asks for, from the
   grid, before anything is submitted (`python -m movebench plan`, `make plan`).
@@ -8,7 +8,7 @@
   first submission when the cluster cannot answer what the executor will ask it, instead of letting
   Snakemake poll for ever: a status command that cannot see finished jobs, a point bigger than its
   partition, a point rule without the `mpi` resource.
-- `allocation_env`: the allocation's node count and list, which the executor's job step removes
+- `job_environment` / `allocation_env`: the allocation's node count and list, which the executor's job step removes
   from the environment of every rule (with every other `SLURM_*` variable but the job id), read
   back from `scontrol` for launchers that need them (`dragon`, Hydra's `mpiexec -launcher slurm`).
 - `allocation_capacity` / `allocation_info`: the allocation the campaign runs in under
@@ -36,7 +36,7 @@ POLL_CAP_S = 180
 DEFAULT_INIT_INTERVAL_S = 40
 
 
-def runtime_minutes(campaign: dict) -> int:
+def time_limit_minutes(campaign: dict) -> int:
     """Slurm time limit of one point: the point's kill timeout in whole minutes, plus one for start and clean-up."""
     return max(1, math.ceil(campaign["timeout"] / 60) + 1)
 
@@ -46,11 +46,11 @@ def runtime_minutes(campaign: dict) -> int:
 GROUP_PLANNED_MARGIN = 2.0
 
 
-def group_runtime_minutes(campaign: dict, planned_seconds: list[float]) -> int:
+def group_time_limit_minutes(campaign: dict, planned_seconds: list[float]) -> int:
     """Slurm time limit of a launch group's job, from its members' planned seconds: GROUP_PLANNED_MARGIN times
     their sum plus one point's limit, and never more than the members' own limits added up (a group of one is
     a point). campaign.timeout stays each point's limit."""
-    one = runtime_minutes(campaign)
+    one = time_limit_minutes(campaign)
     planned = math.ceil(GROUP_PLANNED_MARGIN * sum(planned_seconds) / 60)
     return min(one * len(planned_seconds), one + planned)
 
@@ -65,33 +65,33 @@ class PlannedJob:
     family: str
     points: int
     nodes: int
-    runtime_min: int
+    time_limit_min: int
     to_run: int
     #: a launch group's job (its limit from its members' planned seconds), not a point's
     grouped: bool = False
 
     @property
     def node_hours(self) -> float:
-        return self.nodes * self.runtime_min / 60
+        return self.nodes * self.time_limit_min / 60
 
 
 def _layers(points: list[tuple[int, int]], max_nodes: int | None, max_points: int | None) -> tuple[int, int]:
-    """(nodes, runtime) of a group of (nodes, runtime) points, as Snakemake sizes a group job.
+    """(nodes, time limit) of a group of (nodes, time limit) points, as Snakemake sizes a group job.
 
     Snakemake fits the group's independent jobs into layers that respect the global `--resources`
     (here nodes, and benchmark_slots: one per point), asks for the widest layer, and adds up the
-    layers' runtimes. Without limits every point is in one layer: nodes add up, runtime is the longest.
+    layers' time limits. Without limits every point is in one layer: nodes add up, the time limit is the longest.
     """
     layers: list[list[tuple[int, int]]] = []
-    for nodes, runtime in sorted(points, key=lambda p: (-p[0], -p[1])):
+    for nodes, limit in sorted(points, key=lambda p: (-p[0], -p[1])):
         for layer in layers:
             fits_nodes = max_nodes is None or sum(n for n, _ in layer) + nodes <= max_nodes
             fits_slots = max_points is None or len(layer) < max_points
             if fits_nodes and fits_slots:
-                layer.append((nodes, runtime))
+                layer.append((nodes, limit))
                 break
         else:
-            layers.append([(nodes, runtime)])
+            layers.append([(nodes, limit)])
     return max(sum(n for n, _ in layer) for layer in layers), sum(max(r for _, r in layer) for layer in layers)
 
 
@@ -103,7 +103,7 @@ def plan_jobs(
     done=lambda family, point: False,
     group_components: dict[str, int] | None = None,
     resources: dict[str, int] | None = None,
-    runtime_override: dict[str, int] | None = None,
+    time_limit_override: dict[str, int] | None = None,
     launch_groups: dict[str, list[list[dict]]] | None = None,
     planned=lambda family, entry: 0.0,
 ) -> list[PlannedJob]:
@@ -112,32 +112,32 @@ def plan_jobs(
     `group_components` (family -> points per job) packs each family's points N at a time, as
     `--group-components <family>=N` does with the point rules' group (named after the family);
     `resources` are Snakemake's global `--resources` (nodes, benchmark_slots) that decide how a
-    group's points share its allocation. `runtime_override` (family -> minutes) is what a profile's
+    group's points share its allocation. `time_limit_override` (family -> minutes) is what a profile's
     `set-resources: <family>_point: runtime:` asks instead of the campaign's timeout. `done(family,
     point)` says whether a point's records exist already: those are listed but need no job.
     `launch_groups` (family -> its launch groups, each a list of `grid` entries) makes each group one job that
-    measures its members one after another; its limit is `group_runtime_minutes` of the members still to run
+    measures its members one after another; its limit is `group_time_limit_minutes` of the members still to run
     (`planned(family, entry)`: a member's planned seconds), as the workflow forms a group of those alone.
     """
     group_components = group_components or {}
     resources = resources or {}
-    runtime_override = runtime_override or {}
+    time_limit_override = time_limit_override or {}
     jobs = []
     for name, points in grid.items():
         fam = families[name]
-        runtime = int(runtime_override.get(name, runtime_minutes(campaign)))
+        limit = int(time_limit_override.get(name, time_limit_minutes(campaign)))
         if name in (launch_groups or {}):
             for members in launch_groups[name]:
                 todo = [p for p in members if not done(name, p)]
                 nodes = max(fam.placement(p)[1] for p in members)
-                minutes = group_runtime_minutes(campaign, [planned(name, p) for p in (todo or members)])
+                minutes = group_time_limit_minutes(campaign, [planned(name, p) for p in (todo or members)])
                 jobs.append(PlannedJob(name, len(members), nodes, minutes, len(todo), grouped=True))
             continue
         per_job = max(1, int(group_components.get(name, 1)))
         for start in range(0, len(points), per_job):
             chunk = points[start : start + per_job]
             todo = [p for p in chunk if not done(name, p)]
-            sized = [(fam.placement(p)[1], runtime) for p in (todo or chunk)]
+            sized = [(fam.placement(p)[1], limit) for p in (todo or chunk)]
             nodes, minutes = _layers(sized, resources.get("nodes"), resources.get("benchmark_slots"))
             jobs.append(PlannedJob(name, len(chunk), nodes, minutes, len(todo)))
     return jobs
@@ -165,13 +165,13 @@ def format_plan(jobs: list[PlannedJob], campaign: dict) -> str:
     )
     lines.append("")
     lines.append(
-        f"node-hours = nodes x runtime limit per job, as reserved (sites usually charge the elapsed time, "
+        f"node-hours = nodes x time limit per job, as reserved (sites usually charge the elapsed time, "
         f"less); a point's limit is campaign.timeout = {campaign['timeout']:g} s -> "
-        f"{runtime_minutes(campaign)} min."
+        f"{time_limit_minutes(campaign)} min."
     )
     grouped = [j for j in jobs if j.grouped]
     if grouped:
-        lows, highs = min(j.runtime_min for j in grouped), max(j.runtime_min for j in grouped)
+        lows, highs = min(j.time_limit_min for j in grouped), max(j.time_limit_min for j in grouped)
         lines.append(
             f"a launch group's limit: {GROUP_PLANNED_MARGIN:g} x its members' planned seconds + one point's limit = "
             + (f"{lows}" if lows == highs else f"{lows}-{highs}") + " min here (the Slurm -t); launch stops a point "
@@ -320,16 +320,16 @@ def preflight(executor_settings, point_jobs: list[tuple[str, dict]], run=_run) -
                 f"(TotalNodes={total}, MaxNodes={max_nodes}); such a job would wait for ever."
             )
         max_time = slurm_minutes(info.get("MaxTime", "UNLIMITED"))
-        runtime = res.get("runtime")
+        limit = res.get("runtime")
         if (
             max_time is not None
-            and isinstance(runtime, (int, float))
-            and runtime > max_time
+            and isinstance(limit, (int, float))
+            and limit > max_time
             and (family, "runtime") not in reported
         ):
             reported.add((family, "runtime"))
             problems.append(
-                f"campaign.timeout: {family} points ask for {runtime} min but partition {partition} "
+                f"campaign.timeout: {family} points ask for {limit} min but partition {partition} "
                 f"allows {max_time:g} min (MaxTime); lower campaign.timeout or choose another partition."
             )
     return problems
@@ -386,6 +386,18 @@ def partition_capacity(partition: str | None, run=_run):
 
 
 # --------------------------------------------------------------------------- inside a job
+
+
+def job_environment(environ: dict, run=_run) -> tuple[dict, dict | None]:
+    """A point's environment inside a Slurm job, and the allocation it runs in ({job_id, nodes, nodelist}).
+
+    Under Snakemake's slurm executor the job step hid the allocation's nodes, which dragon and Hydra need
+    (`allocation_env`). Points of one campaign may share one allocation (job groups, --profile allocation) and
+    are compared knowing that. Outside a job: `environ` as it is, and None."""
+    if "SLURM_JOB_ID" not in environ:
+        return environ, None
+    environ = {**environ, **allocation_env(environ, run)}
+    return environ, allocation_info(environ, run)
 
 
 def allocation_env(environ: dict, run=_run) -> dict[str, str]:

@@ -1,17 +1,17 @@
 """Run one benchmark point: launcher, timeout, atomic results, a failure record.
 
 Called by every point rule with the point's task as JSON (`movebench.core.task.Task`: the family,
-the point, the kernel's settings, repetitions, warm-ups, ranks and nodes); `movebench.launchers`
-builds the command of its runtime (mpi or dragon). The kernel writes to
+the point, the kernel's settings, repetitions, warm-ups, ranks and nodes); its runtime
+(`movebench.launchers`) builds the command, checks what must hold before the start, watches the run and
+cleans up after it. The kernel writes to
 temporary files; only when it exits 0 within the timeout and its records say ok are they renamed
 to the rule's outputs. Otherwise a failure record goes to `--failed` (outside Snakemake's outputs,
 so Snakemake's clean-up of a failed job keeps it for the report) and the exit status is non-zero,
 so that a rerun redoes the point.
 
 Faults leave nothing behind: Ctrl-C or SIGTERM stops the kernel's process group (a kernel that had
-already finished is still recorded: its work is complete), MPICH's shared-memory segments of a
-killed job are removed by the job's own names (`ShmWatch`), and a full disk ends the point with one
-line naming the folder and its free space.
+already finished is still recorded: its work is complete), the runtime removes what a killed job left
+(`Runtime.watch`), and a full disk ends the point with one line naming the folder and its free space.
 """
 
 # ruff: noqa: E402 - the signal handlers below come before the imports, on purpose
@@ -35,13 +35,10 @@ import contextlib
 import dataclasses
 import errno
 import json
-import math
 import os
 import random
-import re
 import select
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -49,15 +46,12 @@ import threading
 import time
 from pathlib import Path
 
-from movebench import families, launchers, machine, stacks
-from movebench.core import envinfo, records, stats, verdict
+from movebench import families, keep, launchers, machine
+from movebench.core import adaptive_launches, envinfo, records, verdict
 from movebench.core.layout import ResultsLayout
 from movebench.core.records import free_space
 from movebench.core.tables import counted
 from movebench.core.task import Task, launch_digest, launch_path, point_path_of
-from movebench.core.transport import TransportLog
-from movebench.core.transport import check as check_transport
-from movebench.launchers.mpi import ShmWatch
 from movebench.launchers.process import descendants, stop_group
 from movebench.services import hold
 
@@ -68,7 +62,7 @@ FULL = (errno.ENOSPC, errno.EDQUOT)
 
 def write_task(task: Task, path, out, meta) -> Task:
     """The kernel's task file: the point's task and where the kernel writes its records and meta."""
-    kernel_task = Task.from_dict({**task.to_dict(), "out": str(out), "meta": str(meta)})
+    kernel_task = dataclasses.replace(task, out=str(out), meta=str(meta))
     # Not sorted: the point's keys keep their order, the order of its path and of its records' columns.
     records.write_text(path, json.dumps(kernel_task.to_dict(), indent=2) + "\n")
     return kernel_task
@@ -90,25 +84,24 @@ def run_kernel(task: Task, folder, launcher: str = "mpiexec", timeout: float = 6
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
     recs = records.read_jsonl(out) if out.exists() else None
     kernel_meta = json.loads(meta.read_text()) if meta.exists() else None
-    if runtime.is_mpi and kernel_meta is not None:
-        transport = TransportLog()
+    if kernel_meta is not None:
+        watch = runtime.watch()
         for line in (proc.stdout + proc.stderr).splitlines():
-            transport.feed(line)
-        kernel_meta["transport"] = transport.summary()
-        kernel_meta["transport_check"] = check_transport(stacks.named_env(task.stack, task.point),
-                                                         kernel_meta["transport"])
+            watch.swallow(line)
+        kernel_meta.update(watch.meta(task, kernel_meta)[0])
     return proc, recs, kernel_meta
 
 
 class _Run:
-    """A kernel in its own process group, its output copied to ours (less the transport reports) and its tail kept."""
+    """A kernel in its own process group under its runtime's watch, its output copied to ours (less the runtime's
+    own reports) and its tail kept."""
 
-    def __init__(self, argv, env):
+    def __init__(self, argv, env, watch: launchers.Watch | None = None):
         self.tail = collections.deque(maxlen=LOG_TAIL_LINES)
         #: after an interrupt the kernel's dying words (Python's KeyboardInterrupt in every rank,
         #: mpiexec's banner) are not the point's story: they are read and dropped
         self.quiet = False
-        self.transport = TransportLog()
+        self.watch = watch or launchers.Watch()
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      errors="replace", start_new_session=True, env=env)
         self.reader = threading.Thread(target=self._copy, daemon=True)
@@ -136,7 +129,7 @@ class _Run:
 
     def _copy(self):
         for line in self.proc.stdout:
-            if self.quiet or self.transport.feed(line):
+            if self.quiet or self.watch.swallow(line):
                 continue
             line = envinfo.redact_value(line)  # an SDK's error may quote a URL with its SAS signature
             self.tail.append(line.rstrip("\n"))
@@ -157,16 +150,6 @@ def _signal_of(rc: int) -> str:
         return f" ({signal.Signals(number).name})" if number else ""
     except ValueError:
         return ""
-
-
-# A kernel's failure line whose reason is complete in itself (io: a storage endpoint that never answered):
-# the failure record and the console then say why, where "kernel exited with status 1" alone sent the user to
-# the log. Other failure lines quote an error's own text, which may need its log lines around it.
-KERNEL_REASON = re.compile(r"^movebench\.\w+: rank \d+: .* failed: (io (?:blob|fileshare): the endpoint .*)$")
-
-
-def _kernel_reason(tail) -> str | None:
-    return next((m.group(1) for m in map(KERNEL_REASON.match, tail) if m), None)
 
 
 def _fullest(records_folder: Path, settings: dict) -> str:
@@ -319,12 +302,6 @@ def family_launch_centres(layout: ResultsLayout, family: str,
     return list(by_point.values())
 
 
-def detectable_change(values: list[list[float]], prior) -> float | None:
-    """The change a comparison of this point against a rerun with as many launches finds 80% of the time at the
-    verdicts' 1% level (core.verdict.compare_launches, the point's variance moderated toward `prior`)."""
-    return verdict.compare_launches(values, values, prior=prior).mdc
-
-
 def adaptive_launch(task: Task, out: Path, where: str) -> tuple[str | None, int | None]:
     """Under an adaptive rule `launches: {min, max, ci_target | mdc_target}`, for a launch past `min` whose point's
     earlier launches have all finished: (why it need not run, None) when those launches already reach the target
@@ -344,36 +321,21 @@ def adaptive_launch(task: Task, out: Path, where: str) -> tuple[str | None, int 
     values = [v for v in values if v]
     if len(values) < 2:
         return None, None
-    summary = stats.launch_summary(values)
+    prior = None
     if rule.get("mdc_target") is not None:
         layout = ResultsLayout.holding(out, task.family, where)
         prior = verdict.launch_variance_prior([(launches,) for launches in
                                                family_launch_centres(layout, task.family)])
-        mdc = detectable_change(values, prior)
-        if mdc is not None and mdc <= rule["mdc_target"]:
-            return (f"launches.mdc_target {rule['mdc_target']:g} reached after {len(values)} launches (a change of "
-                    f"{100 * mdc:.0f}% would be found)"), None
-    else:
-        half = (summary["ci_high"] - summary["ci_low"]) / 2 / summary["median"] if summary["median"] else None
-        target = rule.get("ci_target", 0.1)
-        if half is not None and half <= target:
-            return (f"launches.ci_target {target:g} reached after {len(values)} launches (half-width "
-                    f"{half:.3f} of the estimate)"), None
+    enough = adaptive_launches.launches_reached(rule, values, prior)
+    if enough:
+        return enough, None
     if not isinstance(task.repetitions, int):
         return None, None  # an adaptive repetitions rule decides within the launch
-    rep_s = sum(sum(v) for v in values) / sum(len(v) for v in values)
     # a launch group's wall is its members' together: a member's share of it is the wall over the group's size
     walls = [meta["launch_wall_s"] / ((meta.get("launch_group") or {}).get("size") or 1)
              for _, meta in earlier if meta.get("launch_wall_s")]
     timed = [sum(r.get("elapsed_s") or 0 for r in recs) for recs, meta in earlier if meta.get("launch_wall_s")]
-    within, between = summary.get("sd_within_log"), summary.get("sd_between_log")
-    if not walls or not rep_s or not within or between is None:
-        return None, None
-    launch_s = max(0.0, sum(walls) / len(walls) - sum(timed) / len(timed))
-    if between <= 0:
-        return None, task.repetitions
-    best = math.sqrt(launch_s / rep_s * within**2 / between**2)
-    return None, max(1, min(task.repetitions, round(best)))
+    return None, adaptive_launches.repetitions_per_launch(values, walls, timed, task.repetitions)
 
 
 @dataclasses.dataclass
@@ -395,10 +357,6 @@ class Member:
         path = self.out if kind == "out" else self.meta
         return path.with_name(f".{path.name}.{os.getpid()}.tmp")
 
-    def kept_files(self) -> tuple[Path, Path, Path]:
-        base = self.kept / self.task.family / self.where
-        return (base.with_name(base.name + ".jsonl"), base.with_name(base.name + ".meta.json"),
-                base.with_name(base.name + ".task.json"))
 
 
 def run_point(args) -> int:
@@ -422,45 +380,6 @@ def run_point(args) -> int:
 
 def _where(task: Task) -> str:
     return launch_path(families.point_path(task.point), task.launch)
-
-
-def _restore(member: Member) -> bool:
-    """A point finished in an earlier run that nobody booked (its launch group failed, or the snakemake that
-    started it ended), put back when its task is unchanged."""
-    if member.kept is None:
-        return False
-    records_kept, meta_kept, task_kept = member.kept_files()
-    try:
-        same = json.loads(task_kept.read_text()) == member.task.to_dict()
-    except (OSError, json.JSONDecodeError):
-        return False
-    if not same or not records_kept.exists() or not meta_kept.exists():
-        return False
-    member.out.parent.mkdir(parents=True, exist_ok=True)
-    for kept, final in ((meta_kept, member.meta), (records_kept, member.out)):
-        shutil.copyfile(kept, final)
-    member.failed.unlink(missing_ok=True)
-    return True
-
-
-def _keep(member: Member) -> None:
-    """Copies of a finished member's files: Snakemake deletes every output of a failed job, and a launch group
-    that fails in one member must not lose the others (they are put back on the rerun)."""
-    if member.kept is None:
-        return
-    records_kept, meta_kept, task_kept = member.kept_files()
-    with contextlib.suppress(OSError):
-        records_kept.parent.mkdir(parents=True, exist_ok=True)
-        for final, kept in ((member.out, records_kept), (member.meta, meta_kept)):
-            kept.unlink(missing_ok=True)
-            os.link(final, kept)
-        records.write_json(task_kept, member.task.to_dict())
-
-
-def _forget(member: Member) -> None:
-    if member.kept is not None:
-        for path in member.kept_files():
-            path.unlink(missing_ok=True)
 
 
 def _skip(member: Member, why: str, args) -> None:
@@ -523,15 +442,16 @@ def _measuring_windows(to_run, sampler) -> dict:
 def _measure(to_run, name, members, args, runtime, env, task_path, signals) -> Attempt:
     """The kernel of `to_run`'s points run once, its load on the host measured around it."""
     with _writing(task_path):
-        kernel_tasks = [Task.from_dict({**task.to_dict(), "out": str(m.tmp("out")), "meta": str(m.tmp("meta"))})
-                        for m, task in to_run]
         if name:
+            kernel_tasks = [dataclasses.replace(task, out=str(m.tmp("out")), meta=str(m.tmp("meta")))
+                            for m, task in to_run]
             records.write_text(task_path, json.dumps({"group": [t.to_dict() for t in kernel_tasks],
                                                       "name": name}, indent=2) + "\n")
             argv = runtime.group_command(kernel_tasks, task_path, args.launcher)
         else:
-            write_task(to_run[0][1], task_path, kernel_tasks[0].out, kernel_tasks[0].meta)
-            argv = runtime.command(kernel_tasks[0], task_path, args.launcher)
+            member, task = to_run[0]
+            kernel_task = write_task(task, task_path, member.tmp("out"), member.tmp("meta"))
+            argv = runtime.command(kernel_task, task_path, args.launcher)
     _say("movebench: " + shlex.join(argv))
     first = to_run[0][1]
     running = machine.RunningPoints()
@@ -541,13 +461,13 @@ def _measure(to_run, name, members, args, runtime, env, task_path, signals) -> A
     load = envinfo.HostLoad({"snakemake": signals.starter.pid})
     with hold.held(first.family, [task.point for _, task in to_run]) as services:
         started = time.time()
-        reason, rc, watch, sampler = None, None, None, None
+        reason, rc, sampler = None, None, None
+        watch = runtime.watch()
         try:
             if signals.name:
                 raise InterruptedError  # before the kernel started: no kernel to start, and none to stop
-            run = _Run(argv, env)
-            # MPICH's segments; Dragon's are the Dragon launcher's to clean (kv's launcher is not MPI).
-            watch = ShmWatch(run.proc.pid) if runtime.is_mpi else None
+            run = _Run(argv, env, watch)
+            watch.started(run.proc.pid)
             ours = [os.getpid(), signals.starter.pid, *getattr(services, "pids", [])]
             sampler = envinfo.LoadSampler(lambda: descendants(run.proc.pid) + [p for p in ours if p])
         except InterruptedError:
@@ -555,17 +475,16 @@ def _measure(to_run, name, members, args, runtime, env, task_path, signals) -> A
         except OSError as exc:
             run, reason = None, f"could not start {argv[0]!r}: {exc.strerror or exc}"
         if run is not None:
-            # The ranks alive at a stop are looked at once more; a rank killed earlier was seen while it ran.
-            rc, reason = _wait(run, args.timeout, signals, before_stop=watch.look if watch else lambda: None)
+            rc, reason = _wait(run, args.timeout, signals, before_stop=watch.look)
             run.reader.join(timeout=5)
-            for line in run.transport.log_lines():
+            for line in watch.summary_lines():
                 _say(line)
         ended = time.time()
         if sampler is not None:
             sampler.stop()
     host_load = load.finish({"services": services.cpu_seconds()})
     overlapped = running.leave()
-    leftovers = watch.finish() if watch is not None else []
+    leftovers = watch.finish()
     if leftovers:
         _say(f"movebench: removed {len(leftovers)} shared-memory segment(s) the job left: {', '.join(leftovers)}")
     measuring = _measuring_windows(to_run, sampler) if sampler is not None else {}
@@ -643,7 +562,7 @@ def _run_launch(members: list[Member], name: str | None, args, signals: _Signals
     done: list[Member] = []
     try:
         for member in members:
-            if _restore(member):
+            if keep.restore(member):
                 _say(f"movebench: {family} {member.where}: finished in an earlier run that was not booked (its "
                      "launch group failed, or its snakemake ended): kept, not measured again")
                 done.append(member)
@@ -662,36 +581,25 @@ def _run_launch(members: list[Member], name: str | None, args, signals: _Signals
             to_run.append((member, task))
         if not to_run:
             for member in done:
-                _forget(member)
+                keep.forget(member)
             return 0
         if name:
             # A point's place in its group's launch moves from launch to launch, so that what the launch's
             # start leaves behind (warm caches, a fresh DDict) falls on every member alike.
             seed = os.environ.get("MOVEBENCH_LAUNCH_ORDER_SEED", "0")
             random.Random(f"{seed}/{family}/{name}").shuffle(to_run)
-        if runtime.is_mpi and first_stack(to_run):
-            try:  # on first use: the stack's environment (movebench.stacks), once per checkout, under a lock
-                stacks.ensure(first_stack(to_run), say=_say)
-            except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
-                why = f"the stack {first_stack(to_run)['name']} could not be installed: {exc}"
-                for member, task in to_run:
-                    with _writing(member.failed):
-                        records.write_json(member.failed, {
-                            "family": family, "point_path": families.point_path(task.point), "launch": task.launch,
-                            **task.point, "ok": False, "error": why, "config_hash": args.config_hash})
-                _failed(f"movebench: {family} {label} FAILED: {why}")
-                return 1
-        env = runtime.environment(to_run[0][1], os.environ)
+        try:
+            runtime.prepare(to_run[0][1], say=_say)
+        except launchers.CannotStart as exc:
+            for member, task in to_run:
+                _write_failure(member, task, str(exc), args)
+            _failed(f"movebench: {family} {label} FAILED: {exc}")
+            return 1
+        env, allocation = runtime.environment(to_run[0][1], os.environ), None
         if "SLURM_JOB_ID" in env:
             from movebench import cluster  # Slurm's helpers: a local point need not import them
 
-            # Under Snakemake's slurm executor the job step hid the allocation's nodes: dragon and Hydra need them.
-            env.update(cluster.allocation_env(env))
-            # Which allocation the point ran in, and how large: points of one campaign may share one (job groups,
-            # --profile allocation) and are compared knowing that.
-            allocation = cluster.allocation_info(env)
-        else:
-            allocation = None
+            env, allocation = cluster.job_environment(env)
         policy = DisturbedPolicy.from_env()
         attempts: dict[str, Attempt] = {}  # each member's last attempt
         earlier: dict[str, list[dict]] = {m.where: [] for m, _ in to_run}  # its disturbed attempts measured again
@@ -731,7 +639,7 @@ def _run_launch(members: list[Member], name: str | None, args, signals: _Signals
             if any(marker in line for line in (run.tail if run else ()) for marker in
                    ("No space left on device", "Errno 28", "Disk quota exceeded", "cannot write the records")):
                 reason += f" (no space left on a device: {_fullest(members[0].out.parent, to_run[0][1].settings)})"
-            elif said := _kernel_reason(run.tail if run else ()):
+            elif said := families.load(family).failure_reason(list(run.tail) if run else []):
                 reason += f" ({said})"
         failures = 0
         for member, task in to_run:
@@ -752,13 +660,10 @@ def _run_launch(members: list[Member], name: str | None, args, signals: _Signals
                             launcher=args.launcher, command=shlex.join(argv), config_hash=args.config_hash,
                             campaign=args.campaign, task=task.to_dict(), launch=task.launch, launches=task.launches,
                             launch_order_seed=_int_or_none(os.environ.get("MOVEBENCH_LAUNCH_ORDER_SEED")), **common)
-                if runtime.is_mpi:
-                    meta["transport"] = run.transport.summary()
-                    meta["stack"] = stack_meta(task, runtime.python(task), meta)
-                    meta["transport_check"] = check_transport(stacks.named_env(task.stack, task.point),
-                                                              meta["transport"])
-                    for line in meta["transport_check"]["fell_back"]:
-                        _say(f"movebench: {family} {member.where}: FELL BACK: {line}", sys.stderr)
+                added, lines = run.watch.meta(task, meta)
+                meta.update(added)
+                for line in lines:
+                    _say(f"movebench: {family} {member.where}: FELL BACK: {line}", sys.stderr)
                 if allocation is not None:
                     meta["allocation"] = allocation
                 if args.sources:
@@ -768,18 +673,16 @@ def _run_launch(members: list[Member], name: str | None, args, signals: _Signals
                 os.replace(member.tmp("out"), member.out)
                 member.failed.unlink(missing_ok=True)
                 if name:  # a later member may still fail the group's job: Snakemake would delete this one's files
-                    _keep(member)
+                    keep.keep(member)
                 done.append(member)
                 _say(f"movebench: {family} {member.where}: {len(recs)} records in {ended - started:.1f} s"
                      + (f" (launch group {name}, {len(to_run)} points)" if name else ""))
                 continue
             failures += 1
-            with _writing(member.failed):
-                records.write_json(member.failed, {
-                    "family": family, "point_path": families.point_path(task.point), "launch": task.launch,
-                    **task.point, "ok": False, "error": why, "returncode": rc, "start": started, "end": ended,
-                    "command": shlex.join(argv), "log_tail": list(run.tail) if run else [],
-                    "config_hash": args.config_hash, "records": recs, **common})
+            _write_failure(member, task, why, args,
+                           ran={"returncode": rc, "start": started, "end": ended, "command": shlex.join(argv),
+                                "log_tail": list(run.tail) if run else []},
+                           measured={"records": recs, **common})
             _failed(f"movebench: {family} {member.where} FAILED: {why}")
         if failures:
             if name and done:
@@ -790,12 +693,12 @@ def _run_launch(members: list[Member], name: str | None, args, signals: _Signals
             # Snakemake ended while this launch ran: it will rerun the job (its outputs are marked incomplete), and
             # the rerun finds these points here instead of measuring them twice.
             for member in done:
-                _keep(member)
+                keep.keep(member)
             _say(f"movebench: {family} {label}: finished after the snakemake that started it ended; kept for its "
                  "rerun, which will not measure it again", sys.stderr)
             return 0
         for member in done:
-            _forget(member)
+            keep.forget(member)
         return 0
     finally:
         for member, _ in to_run:
@@ -804,16 +707,15 @@ def _run_launch(members: list[Member], name: str | None, args, signals: _Signals
         task_path.unlink(missing_ok=True)
 
 
-def first_stack(to_run) -> dict | None:
-    return to_run[0][1].stack
-
-
-def stack_meta(task: Task, python: str, meta: dict) -> dict:
-    """What the point's stack was and what its ranks say ran: the definition, the ranks' Python, the tuning
-    variables set, the library MPI reported."""
-    stack = task.stack or {"name": stacks.DEFAULT}
-    return {**stack, "python": python, "env_factors": stacks.env_of(task.point.get("env", "")),
-            "mpi_library": meta.get("mpi_library"), "mpi_library_version": meta.get("mpi_library_version")}
+def _write_failure(member: Member, task: Task, why: str, args, ran: dict | None = None,
+                   measured: dict | None = None) -> None:
+    """The member's failure record: the point, why it failed, how its kernel ran (`ran`: none when no kernel
+    started) and what it measured before it failed."""
+    with _writing(member.failed):
+        records.write_json(member.failed, {
+            "family": task.family, "point_path": families.point_path(task.point), "launch": task.launch,
+            **task.point, "ok": False, "error": why, **(ran or {}), "config_hash": args.config_hash,
+            **(measured or {})})
 
 
 def _outcome(member: Member, reason: str | None) -> tuple[str | None, list[dict]]:

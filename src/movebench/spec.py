@@ -13,7 +13,8 @@ ReFrame-style, what a point is and what is measured:
 - `measures`: record fields with their unit and which direction is better.
 - `constraint(point)`: why a combination of axis values cannot run (default: more nodes than
   ranks); the engine leaves such points out and refuses a value that leaves out every point.
-- `resources(point, section)`: what a point's job asks of a scheduler.
+- `resources(point, section)`: what a point's job asks of a scheduler (its runtime counts the tasks).
+- `failure_reason(log_tail)`: a failed kernel's own complete reason, for the failure record.
 - `node_memory_bytes(point, section)` and `storage(point, section)`: what a point plans to use on its
   busiest node and on filesystems; the engine admits a point only when these fit (movebench.admission).
 
@@ -121,8 +122,8 @@ class Family:
     """A family's spec. Subclass, set the class attributes, override hooks where the defaults do not fit."""
 
     name: str = ""
-    #: what starts the kernel's processes: "mpi" (the profile's MPI launcher, e.g. mpiexec or srun) or "dragon"
-    #: (Dragon's launcher, with `runtime_options`); movebench.launchers holds both.
+    #: what starts the kernel's processes, a runtime of movebench.launchers by its name: "mpi" (the profile's MPI
+    #: launcher, e.g. mpiexec or srun) or "dragon" (Dragon's launcher, with `runtime_options`).
     runtime: str = "mpi"
     #: the axis whose value is a record's `variant` (the operation measured).
     variant: str = ""
@@ -131,7 +132,7 @@ class Family:
     measures: tuple[Measure, ...] = (BANDWIDTH, ELAPSED)
     #: old config keys, each with the line that says what replaced it.
     renamed: dict[str, str] = {}
-    #: files of the family package (besides the shared runner and its runtime's launcher) whose change reruns
+    #: files of the family package (besides the shared runner and its runtime's module) whose change reruns
     #: its points.
     kernel_sources: tuple[str, ...] = ("kernel.py",)
     #: meta keys too large or too nested for the points table (one row per point); they stay in the .meta.json.
@@ -254,24 +255,16 @@ class Family:
         return []
 
     def resources(self, point: dict, section: dict) -> dict:
-        """A point job's scheduler resources: tasks (sbatch --ntasks), nodes, mem_mb.
-
-        MPI families: one task per rank. Other launchers (Dragon) start their own processes, one srun
-        task per node for Dragon's back end. The Slurm executor refuses a job that has the `mpi`
-        resource (which keeps it from wrapping the point in `srun -n 1`) with a single task, and the
-        run then hangs (calibration's fio probe, one process, did): at least 2, whose launcher still
-        starts the point's own count. With `--exclusive` (profiles/slurm) the job has the whole nodes
-        whatever the count.
-        """
-        ranks, nodes = self.placement(point)
-        tasks = max(2, ranks) if self.runtime == "mpi" else max(2, nodes)
-        return {"tasks": tasks, "nodes": nodes, "mem_mb": -(-self.node_memory_bytes(point, section) // 2**20)}
+        """A point job's scheduler resources besides its tasks, which its runtime counts
+        (`movebench.launchers.job_resources`): nodes, mem_mb. With `--exclusive` (profiles/slurm) the job has the
+        whole nodes whatever the count."""
+        return {"nodes": self.placement(point)[1], "mem_mb": -(-self.node_memory_bytes(point, section) // 2**20)}
 
     def planned_seconds(self, task: Task) -> float:
         """Seconds the point is planned to measure inside a launch: its warm-ups and most repetitions, each
         `repetition_time` long (or PLANNED_REPETITION_S where the family sets none), an adaptive rule's
         `max_seconds` where it has one, and PLANNED_SETUP_S. It sizes a launch group's time limit
-        (movebench.cluster.group_runtime_minutes); the limit a point is held to stays campaign.timeout."""
+        (movebench.cluster.group_time_limit_minutes); the limit a point is held to stays campaign.timeout."""
         each = float(task.settings.get("repetition_time") or PLANNED_REPETITION_S)
         rule = task.repetitions
         if isinstance(rule, dict):
@@ -290,9 +283,14 @@ class Family:
         return True
 
     def runtime_options(self, task: Task) -> dict:
-        """What the runtime needs beyond the task (dragon: `shm_bytes` to check in /dev/shm, `env` for Dragon,
-        `transport` between nodes); none for mpi."""
+        """What the runtime needs beyond the task (dragon: `shm_bytes` to check in /dev/shm and `shm_sized_by`, the
+        setting to lower when it does not fit, `env` for Dragon, `transport` between nodes); none for mpi."""
         return {}
+
+    def failure_reason(self, log_tail: list[str]) -> str | None:
+        """A reason complete in itself among the last lines of a failed kernel's output (io: a storage endpoint
+        that never answered), for the failure record and the console; None sends the user to the log."""
+        return None
 
     def group_runtime_options(self, tasks: list[Task]) -> dict:
         """`runtime_options` for a launch group (tasks that share what the launch fixes): the first task's, unless

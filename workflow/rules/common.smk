@@ -3,7 +3,7 @@ import json
 import os
 import sys
 
-from movebench import families
+from movebench import families, launchers
 from movebench import campaign, plan
 from movebench.core.layout import ResultsLayout
 from movebench.launchers.process import blocked_start
@@ -75,19 +75,20 @@ def point_priority(family):
 
 
 def point_resources(family):
-    """Tasks, nodes and memory from the family's spec; runtime from the timeout; one benchmark at a time."""
-    fam, section = families.load(family), config[family]
+    """Tasks from the family's runtime, nodes and memory from its spec; runtime (Snakemake's time limit) from the
+    timeout; one benchmark at a time."""
+    section = config[family]
 
     def resource(key):
-        return lambda w: fam.resources(
-            campaign.task_of(TASKS, family, w.point_path).point, section
+        return lambda w: launchers.job_resources(
+            family, campaign.task_of(TASKS, family, w.point_path).point, section
         )[key]
 
     return {
         "tasks": resource("tasks"),
         "nodes": resource("nodes"),
         "mem_mb": resource("mem_mb"),
-        "runtime": campaign.runtime_minutes(CAMPAIGN),
+        "runtime": campaign.time_limit_minutes(CAMPAIGN),
         "benchmark_slots": 1,
     }
 
@@ -117,16 +118,18 @@ def group_params(group):
 
 def group_resources(group):
     """The members' largest need: they share ranks and nodes (the family's launch group axes)."""
-    fam, section = families.load(group.family), config[group.family]
+    section = config[group.family]
     needs = [
-        fam.resources(campaign.task_of(TASKS, group.family, p).point, section)
+        launchers.job_resources(
+            group.family, campaign.task_of(TASKS, group.family, p).point, section
+        )
         for p in group.members
     ]
     return {
         "tasks": max(n["tasks"] for n in needs),
         "nodes": max(n["nodes"] for n in needs),
         "mem_mb": max(n["mem_mb"] for n in needs),
-        "runtime": campaign.group_runtime_minutes(
+        "runtime": campaign.group_time_limit_minutes(
             CAMPAIGN, [campaign.task_of(TASKS, group.family, p) for p in group.members]
         ),
         "benchmark_slots": 1,

@@ -57,6 +57,8 @@ import time
 from pathlib import Path
 
 from movebench.core.task import Task
+from movebench.families import load as family_of
+from movebench.launchers import Runtime
 from movebench.launchers.process import stop_group
 
 SHM = Path("/dev/shm")
@@ -75,13 +77,15 @@ def shm_free_bytes(shm: Path = SHM) -> int:
     return st.f_bavail * st.f_frsize
 
 
-def check_shm(needed: int, shm: Path = SHM) -> None:
-    """Refuse to launch when /dev/shm has less room than the run's pools may touch."""
+def check_shm(needed: int, shm: Path = SHM, sized_by: str = "") -> None:
+    """Refuse to launch when /dev/shm has less room than the run's pools may touch. `sized_by`: the family's setting
+    that sizes them (its runtime option `shm_sized_by`), named in the advice."""
     free = shm_free_bytes(shm)
     if needed > free:
+        knobs = ", ".join(filter(None, [sized_by, "DRAGON_DEFAULT_SEG_SZ"]))
         raise ShmTooSmall(f"{shm} has {free / 2**30:.2f} GiB free but this Dragon run may use {needed / 2**30:.2f} "
-                          f"GiB (DDict pools + Dragon's default and infrastructure segments): lower kv.total_mem, "
-                          f"DRAGON_DEFAULT_SEG_SZ or DRAGON_INF_SEG_SZ, or give {shm} more room")
+                          f"GiB (the program's pools + Dragon's default and infrastructure segments): lower {knobs} "
+                          f"or DRAGON_INF_SEG_SZ, or give {shm} more room")
 
 
 def _stat(pid: int):
@@ -350,10 +354,10 @@ def merge_meta(paths, info: dict) -> None:
         records.write_json(path, meta)
 
 
-def run(argv, meta=None, shm_bytes=0, timeout=None, grace=GRACE_S, env=None, nodes=1) -> int:
+def run(argv, meta=None, shm_bytes=0, timeout=None, grace=GRACE_S, env=None, nodes=1, shm_sized_by="") -> int:
     if shm_bytes:
         try:
-            check_shm(shm_bytes)
+            check_shm(shm_bytes, sized_by=shm_sized_by)
         except ShmTooSmall as exc:
             print(f"movebench.launchers.dragon: refusing to launch: {exc}", file=sys.stderr, flush=True)
             return 2
@@ -409,7 +413,8 @@ def run(argv, meta=None, shm_bytes=0, timeout=None, grace=GRACE_S, env=None, nod
 def command(task: Task, kernel: list[str], options: dict, metas=None) -> list[str]:
     """`dragon -s` on one node (it refuses to start without -s when Slurm is installed but no job runs);
     `dragon -t <transport> -N <nodes>` on more, in the allocation, and this wrapper sweeps every node after it.
-    `options` are the family's (Family.runtime_options): `shm_bytes`, `env`, `transport`. `metas`: the meta
+    `options` are the family's (Family.runtime_options): `shm_bytes` (and `shm_sized_by`, the setting that sizes
+    it), `env`, `transport`. `metas`: the meta
     files the launch record goes into (default: the task's; a launch group's: every task's)."""
     beside = Path(sys.executable).with_name("dragon")
     dragon = str(beside) if beside.exists() else "dragon"
@@ -417,6 +422,8 @@ def command(task: Task, kernel: list[str], options: dict, metas=None) -> list[st
     if task.nodes > 1 and options.get("transport"):
         mode = ["-t", options["transport"], *mode]
     wrapper = [sys.executable, "-m", __name__, "--shm-bytes", str(options.get("shm_bytes", 0))]
+    if options.get("shm_sized_by"):
+        wrapper += ["--shm-sized-by", options["shm_sized_by"]]
     if task.nodes > 1:
         wrapper += ["--nodes", str(task.nodes)]
     for meta in ([task.meta] if metas is None and task.meta else metas or []):
@@ -432,6 +439,8 @@ def parser() -> argparse.ArgumentParser:
                    help="a JSON file the program writes; launch timings are merged into it (repeated: a launch "
                         "group's files, each one that exists)")
     p.add_argument("--shm-bytes", type=int, default=0, help="refuse to launch with less free room in /dev/shm")
+    p.add_argument("--shm-sized-by", default="", help="the setting that sizes the program's pools, for the advice "
+                                                        "when /dev/shm is too small (the family says which)")
     p.add_argument("--timeout", type=float, default=None, help="seconds before Dragon is stopped")
     p.add_argument("--grace", type=float, default=GRACE_S, help="seconds between SIGINT and SIGKILL")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
@@ -454,7 +463,43 @@ def main(argv=None) -> int:
         parser().error("no command given after --")
     env = dict(item.split("=", 1) for item in args.env)
     return run(command, meta=args.meta, shm_bytes=args.shm_bytes, timeout=args.timeout, grace=args.grace, env=env,
-               nodes=args.nodes)
+               nodes=args.nodes, shm_sized_by=args.shm_sized_by)
+
+
+class Dragon(Runtime):
+    """Dragon starts its own processes: one srun task per node for its back end (the Slurm executor refuses a
+    job that has the `mpi` resource, which keeps it from wrapping the point in `srun -n 1`, with a single task,
+    hence at least 2), and its front end where the campaign runs. This wrapper does its checks and clean-up."""
+
+    name = "dragon"
+
+    def command(self, task: Task, task_path, launcher: str = "mpiexec") -> list[str]:
+        return command(task, self.kernel(task, task_path), family_of(task.family).runtime_options(task))
+
+    def group_command(self, tasks: list[Task], task_path, launcher: str = "mpiexec") -> list[str]:
+        """Dragon's room and segments are sized for the group's largest need (Family.group_runtime_options), and
+        its launch record goes into every task's meta."""
+        first = tasks[0]
+        return command(first, self.kernel(first, task_path), family_of(first.family).group_runtime_options(tasks),
+                       metas=[t.meta for t in tasks if t.meta])
+
+    def scheduler_tasks(self, ranks: int, nodes: int) -> int:
+        return max(2, nodes)
+
+    def step_tasks_per_node(self, ranks: int, nodes: int) -> int:
+        return 1  # Dragon's srun starts one back end per node; its processes are its own, not the step's tasks
+
+    def placement_problem(self, environ: dict) -> str | None:
+        """MPI points are srun steps, placed on the allocation's nodes wherever snakemake runs; `dragon -s` runs
+        where it is started, and `dragon -N` keeps its front end there: on a login node, outside the allocation.
+        SLURMD_NODENAME is set on the allocation's nodes (a batch script, a step), not where salloc runs a command."""
+        if environ.get("SLURMD_NODENAME"):
+            return None
+        return ("Dragon runs where snakemake runs, and that is no node of the allocation (salloc ran it here): run the "
+                "campaign from a batch script (make sbatch) or leave the family out")
+
+
+RUNTIME = Dragon()
 
 
 if __name__ == "__main__":

@@ -1,5 +1,10 @@
 """The mpi runtime: a kernel under the profile's MPI launcher (mpiexec, srun), and what MPICH leaves behind.
 
+Before the start, the point's communication stack is installed on its first use (movebench.stacks); while the
+kernel runs, the MPICH segments its ranks map are noted (`ShmWatch`) and the libraries' transport reports are
+held back from the log; after it, the segments are removed and the meta gets the transport, the stack and
+whether what ran is what was named.
+
 The launcher string comes from the profile (the resource `mpi`, the name Snakemake's Slurm executor
 reads); it may place `{ranks}` and `{nodes}` itself, else `-n <ranks>` follows.
 """
@@ -8,13 +13,16 @@ from __future__ import annotations
 
 import contextlib
 import shlex
+import subprocess
 import sys
 import threading
 from pathlib import Path
 
 from movebench import stacks
 from movebench.core.task import Task
-from movebench.core.transport import probe_env
+from movebench.core.transport import TransportLog, probe_env
+from movebench.core.transport import check as check_transport
+from movebench.launchers import CannotStart, Runtime, Watch
 from movebench.launchers.process import descendants
 from movebench.spec import env_of
 
@@ -137,3 +145,78 @@ class ShmWatch:
                 (self.shm / name).unlink()
                 removed.append(name)
         return removed
+
+
+def stack_meta(task: Task, python: str, meta: dict) -> dict:
+    """What the point's stack was and what its ranks say ran: the definition, the ranks' Python, the tuning
+    variables set, the library MPI reported."""
+    stack = task.stack or {"name": stacks.DEFAULT}
+    return {**stack, "python": python, "env_factors": stacks.env_of(task.point.get("env", "")),
+            "mpi_library": meta.get("mpi_library"), "mpi_library_version": meta.get("mpi_library_version")}
+
+
+class MpiWatch(Watch):
+    """The job's MPICH segments (`ShmWatch`) and the libraries' transport reports in its output."""
+
+    def __init__(self, runtime: Mpi):
+        self.runtime = runtime
+        self.transport = TransportLog()
+        self.shm: ShmWatch | None = None
+
+    def started(self, pid: int) -> None:
+        self.shm = ShmWatch(pid)
+
+    def swallow(self, line: str) -> bool:
+        return self.transport.feed(line)
+
+    def look(self) -> None:
+        # the ranks alive at a stop are looked at once more; a rank killed earlier was seen while it ran
+        if self.shm is not None:
+            self.shm.look()
+
+    def summary_lines(self) -> list[str]:
+        return self.transport.log_lines()
+
+    def finish(self) -> list[str]:
+        return self.shm.finish() if self.shm is not None else []
+
+    def meta(self, task: Task, kernel_meta: dict) -> tuple[dict, list[str]]:
+        transport = self.transport.summary()
+        added = {"transport": transport, "stack": stack_meta(task, self.runtime.python(task), kernel_meta),
+                 "transport_check": check_transport(stacks.named_env(task.stack, task.point), transport)}
+        return added, list(added["transport_check"]["fell_back"])
+
+
+class Mpi(Runtime):
+    name = "mpi"
+
+    def python(self, task: Task) -> str:
+        """The Python of the kernel's ranks: the point's stack's (movebench.stacks), else this one."""
+        return stacks.python_of(task.stack)
+
+    def command(self, task: Task, task_path, launcher: str = "mpiexec") -> list[str]:
+        return command(task, self.kernel(task, task_path), launcher)
+
+    def environment(self, task: Task, env) -> dict:
+        return environment(task, env)
+
+    def prepare(self, task: Task, say) -> None:
+        """On first use: the stack's environment (movebench.stacks), once per checkout, under a lock."""
+        if not task.stack:
+            return
+        try:
+            stacks.ensure(task.stack, say=say)
+        except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
+            raise CannotStart(f"the stack {task.stack['name']} could not be installed: {exc}") from None
+
+    def watch(self) -> MpiWatch:
+        return MpiWatch(self)
+
+    def scheduler_tasks(self, ranks: int, nodes: int) -> int:
+        """One task per rank, at least 2: the Slurm executor refuses a job that has the `mpi` resource (which keeps
+        it from wrapping the point in `srun -n 1`) with a single task, and the run then hangs (calibration's fio
+        probe, one process, did); the launcher still starts the point's own count."""
+        return max(2, ranks)
+
+
+RUNTIME = Mpi()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -25,6 +26,9 @@ SERVICE = {"blob": "blob", "fileshare": "file"}
 # variable, apart from AZURE_STORAGE_CONNECTION_STRING, so that a real account's string in the user's
 # environment is never used (nor overwritten) by an emulated run.
 AZURITE_ENV = "MOVEBENCH_AZURITE_CONNECTION_STRING"
+# The kernel's line for a storage endpoint that never answered: its reason is complete in itself, where other
+# failure lines quote an error's own text, which may need its log lines around it.
+ENDPOINT_FAILED = re.compile(r"^movebench\.\w+: rank \d+: .* failed: (io (?:blob|fileshare): the endpoint .*)$")
 
 
 def emulated(section) -> bool:
@@ -153,6 +157,9 @@ class IO(Family):
 
     def service_needed(self, point):
         return point["backend"] == "blob"
+
+    def failure_reason(self, log_tail):
+        return next((m.group(1) for m in map(ENDPOINT_FAILED.match, log_tail) if m), None)
 
     def check(self, section, campaign):
         from movebench.families.io.storage import azure

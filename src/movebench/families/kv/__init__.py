@@ -150,15 +150,15 @@ class KV(Family):
         point, settings = task.point, task.settings
         return {"shm_bytes": shm_bytes(settings["total_mem"], point["value_size"], point["clients_per_node"]),
                 "env": segment_env(point["value_size"], point["clients_per_node"]),
-                "transport": settings.get("transport")}
+                "transport": settings.get("transport"), "shm_sized_by": "kv.total_mem"}
 
     def group_runtime_options(self, tasks):
-        """One Dragon runtime for the group's points: /dev/shm room and segments for the largest need among them
+        """One Dragon run for the group's points: /dev/shm room and segments for the largest need among them
         (they differ by value size only; nodes, clients, managers, the DDict's memory and the transport are the
         group's own)."""
         every = [self.runtime_options(task) for task in tasks]
         env = {name: str(max(int(o["env"][name]) for o in every)) for name in every[0]["env"]}
-        return {"shm_bytes": max(o["shm_bytes"] for o in every), "env": env, "transport": every[0]["transport"]}
+        return {**every[0], "shm_bytes": max(o["shm_bytes"] for o in every), "env": env}
 
 
 def _round_up_mib(nbytes) -> int:

@@ -372,7 +372,6 @@ def compare_launches(base, new, confidence: float = CONFIDENCE, alpha: float = A
     also carries its run's effect, so 2 x that variance joins the difference's, with Satterthwaite's df; more
     launches do not shrink it, so `mdc_double` says what more launches cannot buy (log scale only).
     """
-    from movebench.core.stats import t_quantile, t_sf
 
     x, positive_x = launch_centres(base)
     y, positive_y = launch_centres(new)
@@ -404,29 +403,9 @@ def compare_launches(base, new, confidence: float = CONFIDENCE, alpha: float = A
         df = _satterthwaite(se2, df, shared, run_level[1])
         df_double = _satterthwaite(se2_double, df_double, shared, run_level[1])
         se2, se2_double = se2 + shared, se2_double + shared
-    se = math.sqrt(se2)
-    if se > 0:
-        p_value = min(1.0, 2 * t_sf(abs(diff) / se, df))
-        half = t_quantile(0.5 + confidence / 2, df) * se
-        detect = (t_quantile(1 - alpha / 2, df) + t_quantile(MDC_POWER, df)) * se
-        detect_double = (t_quantile(1 - alpha / 2, df_double) + t_quantile(MDC_POWER, df_double)) * math.sqrt(
-            se2_double)
-    else:
-        p_value = 1.0 if diff == 0 else 0.0
-        half = detect = detect_double = 0.0
-    med_x, med_y = float(np.median(np.exp(x) if positive else x)), float(np.median(np.exp(y) if positive else y))
-    if positive:
-        ratio, ci_low, ci_high = math.exp(diff), math.exp(diff - half), math.exp(diff + half)
-        mdc, mdc_double = math.exp(detect) - 1, math.exp(detect_double) - 1
-    elif x.mean() > 0:
-        centre = float(x.mean())
-        ratio, ci_low, ci_high = 1 + diff / centre, 1 + (diff - half) / centre, 1 + (diff + half) / centre
-        mdc, mdc_double = detect / centre, detect_double / centre
-    else:
-        ratio = ci_low = ci_high = 1.0 if se == 0 and diff == 0 else float("nan")
-        mdc = mdc_double = None
-    return Comparison(n_base, n_new, med_x, med_y, ratio, ci_low, ci_high, p_value, "log" if positive else "raw",
-                      launches_base=n, launches_new=m, unit="launches", mdc=mdc, mdc_double=mdc_double)
+    return Comparison(n_base, n_new, **_t_figures(diff, math.sqrt(se2), df, math.sqrt(se2_double), df_double, x, y,
+                                                   positive, confidence, alpha),
+                      scale="log" if positive else "raw", launches_base=n, launches_new=m, unit="launches")
 
 
 def compare_paired_launches(base, new, confidence: float = CONFIDENCE, alpha: float = ALPHA,
@@ -440,7 +419,6 @@ def compare_paired_launches(base, new, confidence: float = CONFIDENCE, alpha: fl
     L - 1 + d0 df; without, the pair's own, L - 1 df. Launches where a side has no value are left out; fewer than 2
     left: as `compare_launches` (the repetitions pooled). Values <= 0: raw medians, the shift turned into a ratio
     against BASE's mean centre."""
-    from movebench.core.stats import t_quantile, t_sf
 
     kept = [(b, n) for b, n in zip(base, new, strict=True) if _clean(b).size and _clean(n).size]
     if len(kept) < 2:
@@ -454,11 +432,24 @@ def compare_paired_launches(base, new, confidence: float = CONFIDENCE, alpha: fl
         variance, df = moderated_variance(variance, pairs - 1, prior)
         df_double = prior.df + 2 * pairs - 1
     se = math.sqrt(variance / pairs)
+    return Comparison(sum(int(_clean(b).size) for b, _ in kept), sum(int(_clean(n).size) for _, n in kept),
+                      **_t_figures(diff, se, df, se / math.sqrt(2), df_double, x, y, positive, confidence, alpha),
+                      scale="log" if positive else "raw", launches_base=pairs, launches_new=pairs, unit="launches",
+                      paired=True)
+
+
+def _t_figures(diff: float, se: float, df: float, se_double: float, df_double: float, x, y, positive: bool,
+               confidence: float, alpha: float) -> dict:
+    """A Comparison's medians, ratio, CI and p-value from a t-test of the shift `diff` of the centres `x` -> `y`
+    (logs when `positive`), and its mdc and mdc_double: the change found MDC_POWER of the time at `alpha`, with
+    these launches and with twice as many (standard error `se_double` on `df_double` df)."""
+    from movebench.core.stats import t_quantile, t_sf
+
     if se > 0:
         p_value = min(1.0, 2 * t_sf(abs(diff) / se, df))
         half = t_quantile(0.5 + confidence / 2, df) * se
         detect = (t_quantile(1 - alpha / 2, df) + t_quantile(MDC_POWER, df)) * se
-        detect_double = (t_quantile(1 - alpha / 2, df_double) + t_quantile(MDC_POWER, df_double)) * se / math.sqrt(2)
+        detect_double = (t_quantile(1 - alpha / 2, df_double) + t_quantile(MDC_POWER, df_double)) * se_double
     else:
         p_value = 1.0 if diff == 0 else 0.0
         half = detect = detect_double = 0.0
@@ -473,10 +464,8 @@ def compare_paired_launches(base, new, confidence: float = CONFIDENCE, alpha: fl
     else:
         ratio = ci_low = ci_high = 1.0 if se == 0 and diff == 0 else float("nan")
         mdc = mdc_double = None
-    return Comparison(sum(int(_clean(b).size) for b, _ in kept), sum(int(_clean(n).size) for _, n in kept),
-                      med_x, med_y, ratio, ci_low, ci_high, p_value, "log" if positive else "raw",
-                      launches_base=pairs, launches_new=pairs, unit="launches", mdc=mdc, mdc_double=mdc_double,
-                      paired=True)
+    return {"median_base": med_x, "median_new": med_y, "ratio": ratio, "ci_low": ci_low, "ci_high": ci_high,
+            "p_value": p_value, "mdc": mdc, "mdc_double": mdc_double}
 
 
 def _satterthwaite(a: float, df_a: float, b: float, df_b: float) -> float:

@@ -107,6 +107,29 @@ def pytest_sessionfinish(session, exitstatus):
 _RESULTS_BEFORE = pytest.StashKey[dict]()
 
 
+def copied_workflow(dest: Path, work: Path):
+    """A copy of the workflow and the package in `dest` (its files are the test's to edit, its jobs import it)
+    and run(*args): snakemake on `work`'s config.yaml from that copy; asserts it succeeded, returns the process."""
+    dest.mkdir()
+    for name in ("Snakefile", "workflow", "report", "scripts", "src", "profiles", "config"):
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, dest / name, symlinks=True,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        else:
+            shutil.copy2(source, dest / name)
+    env = dict(os.environ, PYTHONPATH=str(dest / "src"))
+
+    def run(*args):
+        cmd = [PYTHON, "-m", "snakemake", "--snakefile", str(dest / "Snakefile"), "--directory", str(work),
+               "--profile", str(dest / "profiles" / "local"), "--configfile", str(work / "config.yaml"), *args]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=work, env=env)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        return proc
+
+    return run
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _own_machine_lock(tmp_path_factory):
     """The suite's campaigns take their own benchmark lock and registry, not the machine's.

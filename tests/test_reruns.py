@@ -7,13 +7,11 @@ copy), so that touching files here never makes other tests' campaigns out of dat
 import json
 import os
 import re
-import shutil
-import subprocess
 import time
 
 import pytest
 
-from conftest import PYTHON, ROOT
+from conftest import copied_workflow
 
 pytestmark = pytest.mark.pipeline
 
@@ -31,25 +29,10 @@ def copy(tmp_path_factory):
     """(repository copy, campaign folder, run(*args)) with the tiny campaign run once."""
     base = tmp_path_factory.mktemp("reruns")
     repo = base / "repo"
-    repo.mkdir()
-    for name in ("Snakefile", "workflow", "report", "scripts", "src", "profiles", "config"):
-        source = ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, repo / name, symlinks=True,
-                            ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-        else:
-            shutil.copy2(source, repo / name)
     work = base / "work"
     work.mkdir()
     (work / "config.yaml").write_text(json.dumps(CONFIG))
-    env = dict(os.environ, PYTHONPATH=str(repo / "src"))
-
-    def run(*args):
-        cmd = [PYTHON, "-m", "snakemake", "--snakefile", str(repo / "Snakefile"), "--directory", str(work),
-               "--profile", str(repo / "profiles" / "local"), "--configfile", str(work / "config.yaml"), *args]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=work, env=env)
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-        return proc
+    run = copied_workflow(repo, work)
 
     run()
     return repo, work, run

@@ -5,15 +5,12 @@ the test cluster: tests/test_slurm_campaign.py."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import PYTHON, ROOT, snakemake
+from conftest import copied_workflow, snakemake
 
 pytestmark = [pytest.mark.pipeline, pytest.mark.mpi]
 
@@ -102,25 +99,13 @@ def test_a_kernel_edit_measures_a_grouped_familys_launches_again_and_a_report_ed
     from test_reruns import edit
 
     repo = tmp_path / "repo"
-    repo.mkdir()
-    for name in ("Snakefile", "workflow", "report", "scripts", "src", "profiles", "config"):
-        source = ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, repo / name, symlinks=True,
-                            ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-        else:
-            shutil.copy2(source, repo / name)
     work = tmp_path / "work"
     work.mkdir()
     write(work, ["1KiB", "4KiB"])
-    env = dict(os.environ, PYTHONPATH=str(repo / "src"))
+    copied = copied_workflow(repo, work)
 
     def run(*args):
-        cmd = [PYTHON, "-m", "snakemake", "--snakefile", str(repo / "Snakefile"), "--directory", str(work),
-               "--profile", str(repo / "profiles" / "local"), "--configfile", str(work / "config.yaml"), *args]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=work, env=env)
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-        return proc.stdout
+        return copied(*args).stdout
 
     run()
     edit(repo / "src/movebench/families/shuffle/report.py")

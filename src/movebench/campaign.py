@@ -111,17 +111,17 @@ def sources_digest(family: str) -> str:
     return digest.hexdigest()[:20]
 
 
-def measured_launches(config: dict, tasks: dict, families_: list[str], root: Path | None = None
+def measured_launches(config: dict, tasks: dict, digests: dict[str, str], root: Path | None = None
                       ) -> set[tuple[str, str]]:
-    """(family, launch path) of the launches of `families_` whose records stand: records and meta there, and the
-    meta's `launched_as` the digest of the task planned now and of the kernel sources now. They join no launch
+    """(family, launch path) of the launches of the families in `digests` (family -> `sources_digest`, the kernel
+    sources now) whose records stand: records and meta there, and the meta's `launched_as` the digest of the task
+    planned now and of those sources. They join no launch
     group (plan.launch_groups), so a run measures only the others, and no job deletes their files; a launch
     whose task or kernel changed is measured again, as Snakemake's own triggers would have it. A relative
     results_dir is under `root` (default: here, the workflow's working directory)."""
     layout = ResultsLayout.of(config, root)
     measured = set()
-    for family in families_:
-        digest = sources_digest(family)
+    for family, digest in digests.items():
         for path, task in tasks.get(family, {}).items():
             meta = layout.meta(family, path)
             if not layout.records(family, path).exists():

@@ -187,7 +187,8 @@ def plan(args) -> int:
                      for group in family_groups]
               for name, family_groups in planning.launch_groups(config, tasks).items()}
     # what the workflow takes as measured in a grouped family: records of this task and kernel
-    measured = campaign_run.measured_launches(config, tasks, list(groups), ROOT)
+    measured = campaign_run.measured_launches(config, tasks, {f: campaign_run.sources_digest(f) for f in groups},
+                                              ROOT)
 
     def done(name, entry):
         point = {k: v for k, v in entry.items() if k != LAUNCH}

@@ -28,7 +28,7 @@ TASKS = plan.tasks(config, GRID)
 # still to measure only: a job's outputs are deleted before it runs, so measured ones are in no job.
 SOURCES = {family: campaign.sources_digest(family) for family in GRID}
 MEASURED = campaign.measured_launches(
-    config, TASKS, [f for f in GRID if config[f].get("launch_groups")]
+    config, TASKS, {f: SOURCES[f] for f in GRID if config[f].get("launch_groups")}
 )
 LAUNCH_GROUPS = plan.launch_groups(config, TASKS, MEASURED)
 # The launches' order: round by round, shuffled within a round (the seed is recorded with the run).

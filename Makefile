@@ -80,7 +80,7 @@ studies: install system-deps  ## the four studies' here campaigns, timed, their 
 	$(PY) bench/studies.py $(STUDIES)
 
 stacks: install  ## every communication stack's environment under .stacks/ (the first campaign naming one also does)
-	$(PY) -m movebench.stacks $(STACKS)
+	$(PY) -m movebench.engine.stacks $(STACKS)
 
 osu-ref: build/bench/osu_ref build/bench/libosu_ref.so  ## the C reference of bench/c_reference.py (venv's MPICH)
 

@@ -7,7 +7,7 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 from movebench import campaign
-from movebench import config as campaign_config
+from movebench.engine import config as campaign_config
 
 # No `configfile:` here: the profiles name config/config.yaml, so that `--configfile my.yaml`
 # makes my.yaml the whole campaign instead of being merged into the default one.

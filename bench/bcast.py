@@ -15,7 +15,7 @@ part 1 runs every method once per round, in an order rotated each round; part 2
 rotates osu_bcast.py, buffer and osu, the first one changed each round. A speed-up or
 ratio is the median over rounds of the ratio within a round (pairwise), never one
 run against another. Each kernel run is the bcast kernel under mpiexec, started by
-movebench.launch's command exactly as a campaign point runs (warm-ups recorded, not counted).
+movebench.engine.launch's command exactly as a campaign point runs (warm-ups recorded, not counted).
 
     python bench/bcast.py                  # the full benchmark (about 10 minutes on 2 cores)
     python bench/bcast.py --quick          # 1000x1000 and 2 rounds: a smoke run
@@ -37,11 +37,12 @@ from pathlib import Path
 ROOT_DIR = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT_DIR / "src"))
 
-from movebench import admission, families  # noqa: E402
+from movebench import families  # noqa: E402
 from movebench.core.tables import counted  # noqa: E402
+from movebench.engine import admission  # noqa: E402
+from movebench.engine.launch import run_kernel  # noqa: E402
 from movebench.families import bcast  # noqa: E402
 from movebench.families.bcast.kernel import IN_PLACE  # noqa: E402
-from movebench.launch import run_kernel  # noqa: E402
 
 MPIEXEC = Path(sys.executable).with_name("mpiexec")
 OSU_BCAST = ROOT_DIR / "bench" / "mpi4py_demo" / "osu_bcast.py"

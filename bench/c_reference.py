@@ -88,7 +88,7 @@ def movebench_point(family: str, params: tuple[dict, dict], repetitions: int, wa
     sys.path.insert(0, str(ROOT / "src"))
     from movebench import families
     from movebench.core.tables import counted
-    from movebench.launch import run_kernel
+    from movebench.engine.launch import run_kernel
 
     point, settings = params
     with tempfile.TemporaryDirectory(prefix="movebench-cref-") as tmp:

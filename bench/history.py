@@ -55,8 +55,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from movebench.history import analysis, detect, store  # noqa: E402
-from movebench.history import run as history_run  # noqa: E402
+from movebench.judging.history import analysis, detect, store  # noqa: E402
+from movebench.judging.history import run as history_run  # noqa: E402
 
 CONFIG = ROOT / "bench" / "history.yaml"
 OTHERS_VENV = ROOT / ".bench-otava"

@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from movebench import families  # noqa: E402
 from movebench.core.sizes import format_size, parse_size  # noqa: E402
 from movebench.core.tables import counted  # noqa: E402
-from movebench.launch import run_kernel  # noqa: E402
+from movebench.engine.launch import run_kernel  # noqa: E402
 
 MPIEXEC = str(Path(sys.executable).with_name("mpiexec"))
 RANKS = 2

@@ -1,8 +1,8 @@
 """kv on one node: aggregate DDict bandwidth, the batch_put/put and frozen_get/get ratios, Dragon's set-up cost.
 
 Run: .venv/bin/python bench/kv.py [--rounds 2] [--sizes 1KiB,4KiB,16KiB,64KiB,256KiB,1MiB]
-Every point is launched as a campaign's point rule launches it (python -m movebench.launch ->
-movebench.launchers.dragon -> dragon -s -> the kv kernel): 1 node, 2 clients, 1 manager, keys by
+Every point is launched as a campaign's point rule launches it (python -m movebench.engine.launch ->
+movebench.engine.launchers.dragon -> dragon -s -> the kv kernel): 1 node, 2 clients, 1 manager, keys by
 gups_ddict's rule (total_mem 256 MiB, mem_frac 0.1, at most 200 keys per client), 5 counted rounds
 after 1 warm-up. The four operations of a size run one after the other, and the whole sweep is
 repeated `--rounds` times, so that each ratio is the median of ratios taken within one round
@@ -40,7 +40,7 @@ def run_point(operation: str, size: int, tmp: Path) -> dict:
                 "keys_per_client": keys}
     out, meta = tmp / f"{operation}-{size}.jsonl", tmp / f"{operation}-{size}.meta.json"
     task = families.load("kv").task(point, settings, 5, 1)
-    proc = subprocess.run([sys.executable, "-m", "movebench.launch", "--task", json.dumps(task.to_dict()),
+    proc = subprocess.run([sys.executable, "-m", "movebench.engine.launch", "--task", json.dumps(task.to_dict()),
                            "--timeout", "300", "--out", str(out),
                            "--meta", str(meta), "--failed", str(tmp / "failed.json")], capture_output=True, text=True,
                           cwd=tmp)

@@ -9,11 +9,11 @@ dragonhpc 0.12.3); it is not part of movebench. Put it at bench/.cache/gups_ddic
 
 Parameters of both: 1 node, 2 clients, 1 manager, DDict of 256 MiB, mem_frac 0.1, at most 200 keys
 per client (200 keys at 4 KiB, 51 at 256 KiB: the same rule on both sides), the same Dragon segment
-sizes, both launched through movebench.launchers.dragon.
+sizes, both launched through movebench.engine.launchers.dragon.
 
 Part A: for every operation, value size and passes per timed round, one movebench point per data format
 (kv.data_formats: bytes, movebench's default, and numpy, gups_ddict's own keys and values; 5 counted
-rounds after 1 warm-up, each timing `passes` passes; `python -m movebench.launch`, as a campaign
+rounds after 1 warm-up, each timing `passes` passes; `python -m movebench.engine.launch`, as a campaign
 runs it) and one gups_ddict run (`--iterations passes`), in an order rotated every round. gups_ddict
 starts its timer one pass early (i == skips, after `i += 1`): it times passes + 1 passes and divides
 the keys of `passes` passes by that time, so its per-pass rate is its printed rate x (passes + 1) /
@@ -41,9 +41,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 from movebench import families  # noqa: E402
 from movebench.core.tables import counted  # noqa: E402
+from movebench.engine.launch import run_kernel  # noqa: E402
 from movebench.families.kv import keys_per_client  # noqa: E402
 from movebench.families.kv.kernel import segment_env, shm_bytes  # noqa: E402
-from movebench.launch import run_kernel  # noqa: E402
 
 PY = sys.executable
 GUPS = ROOT / "bench" / ".cache" / "gups_ddict.py"
@@ -53,7 +53,7 @@ OPS = {"put": "put", "batch_put": "batchput", "get": "get", "frozen_get": "froze
 
 
 def dragonrun(value_size: int) -> list[str]:
-    cmd = [PY, "-m", "movebench.launchers.dragon", "--shm-bytes", str(shm_bytes(TOTAL_MEM, value_size, 2))]
+    cmd = [PY, "-m", "movebench.engine.launchers.dragon", "--shm-bytes", str(shm_bytes(TOTAL_MEM, value_size, 2))]
     for name, value in segment_env(value_size, 2).items():
         cmd += ["--env", f"{name}={value}"]
     return cmd + ["--", str(Path(PY).with_name("dragon")), "-s"]
@@ -61,7 +61,7 @@ def dragonrun(value_size: int) -> list[str]:
 
 def movebench_kv_point(operation: str, size: int, passes: int, tmp: Path, repetitions: int = 5,
                        warmups: int = 1, data_format: str = "bytes") -> dict:
-    """One kv point run as a campaign runs it (its JSON task, movebench.launch); the median of its counted rounds."""
+    """One kv point run as a campaign runs it (its JSON task, movebench.engine.launch); the median of its counted rounds."""
     keys = keys_per_client(SECTION, 1, 2, size)
     point = {"operation": operation, "nodes": 1, "clients_per_node": 2, "managers_per_node": 1, "value_size": size,
              "data_format": data_format}

@@ -7,7 +7,7 @@ Run (as root; it uses the running test cluster, or starts a 2-node one and stops
 
 Every figure is the shuffle family's kernel (`movebench.families.shuffle.kernel`, OSU's osu_bw / osu_bibw:
 W Isend of `size` bytes, Waitall, a 4-byte ack for uni; bandwidth = size x W x iterations x directions / the
-sender's time), started as a campaign's point is, through `movebench.launch.run_kernel` with the slurm profile's
+sender's time), started as a campaign's point is, through `movebench.engine.launch.run_kernel` with the slurm profile's
 launcher `srun --mpi=pmi2 -N {nodes} -n {ranks}` (each run its own allocation; Snakemake's job layer adds
 nothing to the figure and a minute to every point). Per run: window 8, iterations calibrated to ~0.2 s per
 repetition (`iterations: auto`), 1 warm-up then 3 repetitions, their median taken.
@@ -36,9 +36,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
-from movebench import families, launch  # noqa: E402
+from movebench import families  # noqa: E402
 from movebench.core.sizes import expand_sizes, format_size  # noqa: E402
 from movebench.core.tables import counted  # noqa: E402
+from movebench.engine import launch  # noqa: E402
 from movebench_testcluster import netns  # noqa: E402
 from movebench_testcluster.slurm import LocalSlurmCluster, running_cluster  # noqa: E402
 

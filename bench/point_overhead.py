@@ -6,7 +6,7 @@ Each round runs every step below once, as its own process, in an order rotated e
 step's figure is the median of its rounds [min-max]. The difference between two steps is the cost
 of what the second adds (e.g. `mpiexec + numpy` - `mpiexec + pass` = importing numpy in the ranks).
 
-- python: `python -c pass`; launch: `import movebench.launch` and the shuffle spec (what a point's
+- python: `python -c pass`; launch: `import movebench.engine.launch` and the shuffle spec (what a point's
   launch process loads; the spec imports no numpy).
 - mpiexec + X: `mpiexec -n 2 python -c X` for X = pass, import numpy, from mpi4py import MPI
   (MPI_Init_thread and MPI_Finalize; again with UCX_MEM_EVENTS=yes, the hooks a one-node point
@@ -15,7 +15,7 @@ of what the second adds (e.g. `mpiexec + numpy` - `mpiexec + pass` = importing n
 - kernel: `mpiexec -n 2 python -m movebench.families.shuffle.kernel task.json` for one uni 1 KiB
   point with a fixed loop count (1 warm-up, 5 repetitions); its timed seconds (the records'
   elapsed_s) are subtracted, so the figure is the fixed cost.
-- launch: the same point through `python -m movebench.launch --task`, as a Snakemake job runs it, with
+- launch: the same point through `python -m movebench.engine.launch --task`, as a Snakemake job runs it, with
   the variables a campaign hands its jobs (the commit and package versions, looked up once per campaign):
   the fixed cost of a point as a campaign pays it (Snakemake's own scheduling excluded).
 - inside a rank (one `mpiexec -n 2` job that times its own steps, rank 0's clock): envinfo.capture,
@@ -50,7 +50,7 @@ MPIEXEC = str(Path(PY).with_name("mpiexec"))
 # once per campaign
 CAMPAIGN_ENV = {**os.environ, "MOVEBENCH_GIT_COMMIT": envinfo.git_commit() or "",
                 "MOVEBENCH_PACKAGES": json.dumps(envinfo.package_versions())}
-# what the mpi runtime adds for a one-node point (movebench.launchers.mpi): UCX_MEM_EVENTS=no unless set
+# what the mpi runtime adds for a one-node point (movebench.engine.launchers.mpi): UCX_MEM_EVENTS=no unless set
 POINT_ENV = {**CAMPAIGN_ENV, "UCX_MEM_EVENTS": os.environ.get("UCX_MEM_EVENTS", "no")}
 HOOKS_ENV = {**CAMPAIGN_ENV, "UCX_MEM_EVENTS": "yes"}
 POINT = {"pattern": "uni", "nodes": 1, "ranks": 2, "message_size": 1024, "window": 64}
@@ -112,7 +112,7 @@ def launch_step(tmp: Path, python: str = PY) -> float:
     out = tmp / "l.jsonl"
     out.unlink(missing_ok=True)
     task = families.load("shuffle").task(POINT, SETTINGS, 5, 1)
-    cmd = [python, "-m", "movebench.launch", "--task", json.dumps(task.to_dict()), "--out", str(out), "--meta",
+    cmd = [python, "-m", "movebench.engine.launch", "--task", json.dumps(task.to_dict()), "--out", str(out), "--meta",
            str(tmp / "l.meta.json"), "--failed", str(tmp / "failed.json")]
     wall, _ = timed(cmd, cwd=tmp, env=CAMPAIGN_ENV)
     return wall - timed_seconds(out)
@@ -123,7 +123,7 @@ def steps(tmp: Path, against: Path | None) -> dict:
     named = {
         "python -c pass": lambda: timed([PY, "-c", "pass"])[0],
         "python: launch + the shuffle spec": lambda: timed(
-            [PY, "-c", "import movebench.launch; from movebench import families; families.load('shuffle')"])[0],
+            [PY, "-c", "import movebench.engine.launch; from movebench import families; families.load('shuffle')"])[0],
         "mpiexec -n 2 python -c pass": lambda: timed(mpi + ["pass"], env=POINT_ENV)[0],
         "mpiexec + import numpy": lambda: timed(mpi + ["import numpy"], env=POINT_ENV)[0],
         "mpiexec + MPI init/finalize": lambda: timed(mpi + ["from mpi4py import MPI"], env=POINT_ENV)[0],

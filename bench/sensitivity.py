@@ -22,7 +22,7 @@ separate Python process this script starts before the campaign and stops after i
 campaign, so host_load counts it as other processes' CPU.
 
 `analyse RUN_DIR [RUN_DIR ...] [--inject 2,1.25] [--json FILE]` reads kept results folders and prints:
-- A/A false verdicts: `movebench.compare.compare(A, B)` with the CLI's defaults (no --noise-from) for every
+- A/A false verdicts: `movebench.judging.compare.compare(A, B)` with the CLI's defaults (no --noise-from) for every
   unordered pair; regressed + improved over the judged rows (only in base / only in new / not comparable
   left out), per family, per pair and pooled;
 - rerun-interval coverage: per point-measure of each run's tables/<family>_summary.csv, the share of the other
@@ -291,7 +291,7 @@ def sensitive(family: str, point: str, payload: dict[str, int] | None = None) ->
 
 
 def _judged(frame: pd.DataFrame) -> pd.DataFrame:
-    from movebench import compare
+    from movebench.judging import compare
 
     if frame.empty:
         return frame
@@ -428,7 +428,7 @@ def _launch_line(d: dict) -> str:
 def inject(folder: Path, factor: float, into: Path) -> Path:
     """A copy of results `folder` at `into` whose every point is `factor` times worse in every measure compare judges
     (higher-is-better divided, lower-is-better multiplied), in the records tables compare reads."""
-    from movebench import compare
+    from movebench.judging import compare
 
     shutil.copytree(folder, into, ignore=shutil.ignore_patterns("logs", "*.html"))
     tables = into / "tables"
@@ -439,8 +439,8 @@ def inject(folder: Path, factor: float, into: Path) -> Path:
         if parquet.exists():
             frame = pd.read_parquet(parquet)
         else:  # compare would read the raw records: write what it would read, changed, where it looks first
-            from movebench import aggregate
             from movebench.core.layout import ResultsLayout
+            from movebench.engine import aggregate
 
             raw = ResultsLayout(into).raw
             frame = aggregate.load(name, sorted((raw / name).rglob("*.jsonl")), raw)
@@ -513,7 +513,7 @@ def _k(factor: float) -> str:
 
 
 def analyse(folders, inject_factors=(2.0, 1.25), json_path=None) -> dict:
-    from movebench import compare
+    from movebench.judging import compare
 
     # `run-*` also matches the files beside each folder (run-1.yaml, run-1.log, run-1.sensitivity.json)
     folders = [results_folder(f) for f in folders if Path(f).is_dir()]

@@ -25,7 +25,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from movebench import families  # noqa: E402
 from movebench.core.tables import counted  # noqa: E402
-from movebench.launch import run_kernel  # noqa: E402
+from movebench.engine.launch import run_kernel  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 MPIEXEC = str(Path(sys.executable).with_name("mpiexec"))

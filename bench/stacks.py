@@ -10,12 +10,12 @@ What is compared. uni (osu_bw) and bidi (osu_bibw) at 4 KiB, 64 KiB, 1 MiB and 4
 OSU's loop counts (100 timed after 10 skipped up to 8 KiB, 20 after 2 above; OSU's window is 64: 16 keeps a
 4 MiB repetition across the TCP link under a second, and both sides use it), thread level `multiple`, 4 KiB
 pages. The Python side is the shuffle family's kernel started as a campaign's point is
-(`movebench.launch.run_kernel`: the stack's Python, launcher, variables and transport probe), 1 warm-up and
+(`movebench.engine.launch.run_kernel`: the stack's Python, launcher, variables and transport probe), 1 warm-up and
 `--repeats` counted repetitions; the C side is osu_ref built with the stack's own `mpicc` (Intel MPI's runtime
 wheel has none: osu_ref is compiled against MPICH's mpi.h and linked to Intel MPI's libmpi.so.12, the MPICH ABI
 both libraries keep), 1 uncounted (`-u 1`) and `--repeats` counted measurements, one size a launch as the point,
 under the same launcher and environment. Within one node the launcher is the stack's mpiexec; across two it is
-the slurm profile's `srun -N 2 -n 2` with the stack's PMI plugin (`movebench.stacks.srun_for`).
+the slurm profile's `srun -N 2 -n 2` with the stack's PMI plugin (`movebench.engine.stacks.srun_for`).
 
 Two comparisons of movebench with C. `launches` (the whole path): the C program and the movebench point in
 launches of their own. `loops` (the timed region): one launch of the stack, under the same launcher and
@@ -52,11 +52,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
-from movebench import families, launch, launchers, stacks  # noqa: E402
+from movebench import families  # noqa: E402
 from movebench.core.sizes import expand_sizes, format_size  # noqa: E402
 from movebench.core.tables import counted  # noqa: E402
 from movebench.core.transport import TransportLog, check  # noqa: E402
-from movebench.launchers import mpi  # noqa: E402
+from movebench.engine import launch, launchers, stacks  # noqa: E402
+from movebench.engine.launchers import mpi  # noqa: E402
 
 OSU_REF_C = ROOT / "bench" / "osu_ref" / "osu_ref.c"
 BUILD = ROOT / "build" / "bench" / "stacks"

@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Runs the four studies' `here` campaigns (config/studies/<study>.yaml) to their reports, one after another, and
-prints per study the command, its wall time and every claim with its verdict and evidence (movebench.claims).
+prints per study the command, its wall time and every claim with its verdict and evidence (movebench.judging.claims).
 
 A benchmark, not a test: each campaign takes minutes (the issue's budget is under ~15 min each on 2 cores).
 A study's campaign is run as a user runs it, `snakemake --profile local --configfile config/studies/<s>.yaml`,
@@ -35,7 +35,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from movebench import claims  # noqa: E402
+from movebench.judging import claims  # noqa: E402
 
 STUDIES = ("bcast", "shuffle", "cloud-output", "ddict", "shuffle-cluster", "ddict-cluster")
 CLUSTER_NODES = 4

@@ -2,12 +2,12 @@
 
 Run: .venv/bin/python bench/ucx_mem_events.py [--rounds 5]
 
-movebench.launch gives a one-node MPI point UCX_MEM_EVENTS=no (installing the hooks when libucs
+movebench.engine.launch gives a one-node MPI point UCX_MEM_EVENTS=no (installing the hooks when libucs
 loads costs each rank about 40 ms; they keep UCX's registration cache right for RDMA between
 nodes, and on one node MPICH moves data through its own shared memory). This checks that the
 figures do not move: each round runs every point below once as launch runs it (A: the default,
 no hooks) and once with UCX_MEM_EVENTS=yes (B), in an order alternating every round, through
-movebench.launch.run_kernel (the point's kernel under mpiexec, as a campaign runs it).
+movebench.engine.launch.run_kernel (the point's kernel under mpiexec, as a campaign runs it).
 
 Per point: the median over rounds of the per-round ratio A / B of the median counted bandwidth
 (bytes / elapsed_s; above 1 A is faster) [min-max], and of the fixed cost, the job's wall time
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 from movebench import families  # noqa: E402
 from movebench.core.tables import counted  # noqa: E402
-from movebench.launch import run_kernel  # noqa: E402
+from movebench.engine.launch import run_kernel  # noqa: E402
 
 REPS, WARMUPS = 6, 1
 # shuffle loops sized to move about 64 MiB per repetition; broadcasts at 1 MiB and 32 MB (2000 x 2000 float64)

@@ -82,7 +82,7 @@ def _run(config: dict, results: Path, env: dict | None = None) -> dict:
 
 
 def campaigns(config_path: str, env: dict | None) -> None:
-    from movebench import compare
+    from movebench.judging import compare
 
     config = yaml.safe_load(Path(config_path).read_text())
     with tempfile.TemporaryDirectory(prefix="movebench-verdict-") as tmp:
@@ -110,7 +110,7 @@ SMALL = {
 def window_verdicts(a: Path, a2: Path, b: Path) -> None:
     """The verdict counts of A/A and of A/B (B's window 1 against A's 64), then A/B again at the thresholds the
     A/A pair's launch-to-launch spread asks for (`compare A B --noise-from A A2`)."""
-    from movebench import compare
+    from movebench.judging import compare
 
     ignoring = compare.parse_match_ignoring(["window=64:1"])
     aa = compare.compare(a, a2)

@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from movebench import aggregate
-from movebench.snakelog import logged
+from movebench.core.snakelog import logged
+from movebench.engine import aggregate
 
 with logged(snakemake.log[0], Path(snakemake.output.records).parent):  # noqa: F821 - provided by Snakemake
     aggregate.write_tables(

@@ -26,8 +26,8 @@ def make_task(family: str, point: dict, settings: dict, repetitions=3, warmups=1
 
 
 def run_kernel(task, folder: Path, timeout=120, check=True, env=None, launcher=None):
-    """The task's kernel under the command movebench.launch builds; returns (process, records, meta)."""
-    from movebench import launch
+    """The task's kernel under the command movebench.engine.launch builds; returns (process, records, meta)."""
+    from movebench.engine import launch
 
     proc, recs, meta = launch.run_kernel(task, folder, launcher or MPIEXEC, timeout, env or os.environ.copy())
     if check and proc.returncode != 0:
@@ -139,10 +139,11 @@ def _own_machine_lock(tmp_path_factory):
     itself); another engineer's suite or benchmark on the machine neither waits for them nor is
     flagged by them.
     """
-    from movebench import campaign, machine
+    from movebench import campaign
+    from movebench.engine import machine
 
     folder = tmp_path_factory.mktemp("machine")
-    from movebench import launch
+    from movebench.engine import launch
 
     names = (machine.LOCK_FILE_ENV, machine.POINTS_DIR_ENV, campaign.DISTURBED_OVERRIDE_ENV, launch.DISTURBED_ENV)
     saved = {name: os.environ.get(name) for name in names}

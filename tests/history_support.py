@@ -9,10 +9,10 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from movebench import aggregate
 from movebench.core import envinfo
 from movebench.core.layout import ResultsLayout
 from movebench.core.task import launch_path
+from movebench.engine import aggregate
 
 POINTS = [{"pattern": "uni", "nodes": 1, "ranks": 2, "message_size": 4096 << k, "window": 8,
            "mpi_thread_level": "multiple", "memory_mode": "4k", "stack": "default", "env": ""} for k in range(3)]

@@ -9,8 +9,8 @@ import subprocess
 
 import pytest
 
-from movebench import admission, cluster, plan
-from movebench import config as cc
+from movebench.engine import admission, cluster, plan
+from movebench.engine import config as cc
 from movebench.families import shuffle as shuffle_spec
 
 GiB = 2**30

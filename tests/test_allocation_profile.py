@@ -260,7 +260,7 @@ def test_a_killed_runs_stale_lock_stops_the_next_run_with_the_way_out(tmp_path):
 
 
 def test_admission_reads_the_allocation_from_its_environment_or_scontrol():
-    from movebench import admission, cluster
+    from movebench.engine import admission, cluster
 
     def scontrol(argv):
         if argv[:3] == ["scontrol", "show", "job"]:
@@ -283,7 +283,7 @@ def test_admission_reads_the_allocation_from_its_environment_or_scontrol():
                                    scontrol) == {"job_id": "7", "nodes": 2, "nodelist": "c[1-2]"}
     assert cluster.allocation_capacity({}, scontrol) is None
     from movebench import campaign
-    from movebench import plan as planning
+    from movebench.engine import plan as planning
 
     raw = json.loads(json.dumps(TINY))
     raw["shuffle"].update(ranks=[8], nodes=[4, 5])

@@ -9,8 +9,9 @@ import pytest
 import yaml
 
 from conftest import PYTHON, ROOT
-from movebench import config as campaign_config
-from movebench import families, plan
+from movebench import families
+from movebench.engine import config as campaign_config
+from movebench.engine import plan
 from movebench.families import io as io_family
 from movebench.services import azurite as azurite_service
 

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from conftest import MPIEXEC, PYTHON, make_task, mpirun, run_kernel
-from movebench import admission, families, plan
-from movebench import config as campaign_config
+from movebench import families
 from movebench.core.task import point_path_of
+from movebench.engine import admission, plan
+from movebench.engine import config as campaign_config
 from movebench.families import bcast as spec
 from movebench.families.bcast import kernel
 from movebench.families.bcast import report as bcast_report
@@ -242,7 +243,7 @@ def test_corrupted_point_is_marked_failed_by_the_launcher(tmp_path):
     task = make_task("bcast", point, {"seed": 2024, "fault": "corrupt-receive"}, repetitions=1, warmups=0)
     out, failed = tmp_path / "r.jsonl", tmp_path / "failed.json"
     done = subprocess.run(
-        [PYTHON, "-m", "movebench.launch", "--task", json.dumps(task.to_dict()), "--launcher", MPIEXEC, "--out",
+        [PYTHON, "-m", "movebench.engine.launch", "--task", json.dumps(task.to_dict()), "--launcher", MPIEXEC, "--out",
          str(out), "--meta", str(tmp_path / "m.json"), "--failed", str(failed)],
         capture_output=True, text=True, timeout=60,
     )

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from movebench import aggregate
+from movebench.engine import aggregate
 
 SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "sensitivity.py"
 _spec = importlib.util.spec_from_file_location("bench_sensitivity", SCRIPT)

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from conftest import PYTHON, make_task, run_kernel
-from movebench import config, plan
 from movebench.core.sizes import expand_sizes
+from movebench.engine import config, plan
 from movebench.families.calibration import kernel
 from movebench.families.calibration import report as calibration_report
 

@@ -7,8 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from movebench import claims, families, references
+from movebench import families
 from movebench.core.tables import counted
+from movebench.judging import claims, references
 
 SERIES = {"nodes": 1, "clients_per_node": 2, "managers_per_node": 1, "data_format": "bytes"}
 

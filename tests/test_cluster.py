@@ -1,4 +1,4 @@
-"""movebench.cluster without a cluster: the plan's arithmetic and the parsing of Slurm's answers.
+"""movebench.engine.cluster without a cluster: the plan's arithmetic and the parsing of Slurm's answers.
 
 The same functions run against the live test cluster in test_slurm_campaign.py.
 """
@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from conftest import PYTHON, ROOT
-from movebench import cluster, families, launchers
+from movebench import families
+from movebench.engine import cluster, launchers
 
 CAMPAIGN = {"name": "t", "results_dir": "results", "repetitions": 3, "warmups": 1, "timeout": 300}
 
@@ -180,7 +181,8 @@ def test_the_status_command_the_plugin_will_really_use(asked, min_age, sacct, ex
 
 
 def test_under_slurm_the_shipped_campaign_leaves_out_its_blob_points_with_one_line(monkeypatch):
-    from movebench import campaign, plan
+    from movebench import campaign
+    from movebench.engine import plan
     from movebench.families.io import AZURITE_ENV
 
     monkeypatch.delenv(AZURITE_ENV, raising=False)

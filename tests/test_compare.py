@@ -9,9 +9,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from movebench import compare, families, references
+from movebench import families
 from movebench.cli import main
 from movebench.core import envinfo
+from movebench.judging import compare, references
 
 MPICH = "MPICH Version:      5.0.2"
 POINT_4K = "pattern~uni/nodes~1/ranks~2/message_size~4096/window~8"

@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from movebench import compare
 from movebench.core.verdict import compare_samples
+from movebench.judging import compare
 
 POINTS = [f"pattern~alltoall/ranks~4/size~{s}" for s in (4096, 65536, 1048576, 4194304)]
 

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from movebench import compare
+from movebench.judging import compare
 
 POINTS = [f"pattern~uni/nodes~1/ranks~2/message_size~{size}/window~8" for size in (4096, 65536, 262144, 1048576)]
 

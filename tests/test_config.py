@@ -5,8 +5,8 @@ import subprocess
 import pytest
 
 from conftest import PYTHON, ROOT
-from movebench import config as cc
-from movebench import plan
+from movebench.engine import config as cc
+from movebench.engine import plan
 from movebench.families import point_path
 
 

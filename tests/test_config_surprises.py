@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from conftest import PYTHON, ROOT
-from movebench import config as cc
+from movebench.engine import config as cc
 
 STREAM = "{patterns: [uni], ranks: [2], message_sizes: [4KiB], windows: [4]}"
 

@@ -13,8 +13,9 @@ import pandas as pd
 import pytest
 
 from conftest import MPIEXEC
-from movebench import aggregate, families, launch
+from movebench import families
 from movebench.core.tables import counted
+from movebench.engine import aggregate, launch
 
 PYTHON = sys.executable
 SPIN = "import time\nend = time.time() + {seconds}\nwhile time.time() < end: pass\n"
@@ -28,7 +29,7 @@ def launch_beside_load(tmp_path, policy: dict, load_s: float):
     # outside load: a full core spinning, not a descendant of the launch
     load = subprocess.Popen([PYTHON, "-c", SPIN.format(seconds=load_s)])
     try:
-        proc = subprocess.run([PYTHON, "-m", "movebench.launch", "--task", json.dumps(task.to_dict()), "--launcher",
+        proc = subprocess.run([PYTHON, "-m", "movebench.engine.launch", "--task", json.dumps(task.to_dict()), "--launcher",
                                MPIEXEC, "--out", str(out), "--meta", str(meta), "--failed", str(tmp_path / "f.json")],
                               capture_output=True, text=True, timeout=300, env=env)
     finally:
@@ -144,7 +145,7 @@ def test_each_point_of_a_launch_group_is_judged_by_its_own_repetitions(tmp_path)
     env = {**os.environ, launch.DISTURBED_ENV: json.dumps({"other_cpus": 0.3, "retries": 1, "retry_budget_s": 300})}
     load = subprocess.Popen([PYTHON, "-c", SPIN.format(seconds=120)])
     try:
-        proc = subprocess.run([PYTHON, "-m", "movebench.launch", "--group",
+        proc = subprocess.run([PYTHON, "-m", "movebench.engine.launch", "--group",
                                json.dumps({"name": "g", "group": [t.to_dict() for t in tasks]}), "--launcher",
                                MPIEXEC, "--records", *map(str, outs), "--metas", *map(str, metas), "--failed",
                                str(tmp_path / "failed")], capture_output=True, text=True, timeout=300, env=env)

@@ -10,7 +10,7 @@ import sys
 import time
 import uuid
 
-from movebench.launchers import dragon as dragonrun
+from movebench.engine.launchers import dragon as dragonrun
 
 
 def start(env_extra: dict) -> subprocess.Popen:

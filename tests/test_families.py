@@ -39,7 +39,7 @@ def test_the_spec_declares_axes_variant_and_measures(name):
     assert {"bandwidth_Bps", "elapsed_s"} <= set(fam.measure)
     for measure in fam.measures:
         assert measure.unit and measure.better in (HIGHER, LOWER)
-    from movebench.config import family_schema  # the family's schema.yaml and the engine's keys and factors
+    from movebench.engine.config import family_schema  # the family's schema.yaml and the engine's keys and factors
 
     schema = family_schema(name)
     for axis in fam.axes:

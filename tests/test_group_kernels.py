@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from conftest import MPIEXEC, make_task
-from movebench import launchers
 from movebench.core import records, runner
 from movebench.core.task import Task
+from movebench.engine import launchers
 from movebench.families import load as family_of
 
 

@@ -20,9 +20,10 @@ from pathlib import Path
 import pytest
 
 from conftest import MPIEXEC, PYTHON, ROOT
-from movebench import families, launch, machine
-from movebench.launchers import mpi as mpi_launcher
-from movebench.launchers import process
+from movebench import families
+from movebench.engine import launch, machine
+from movebench.engine.launchers import mpi as mpi_launcher
+from movebench.engine.launchers import process
 from movebench.services import azurite as azurite_service
 
 pytestmark = pytest.mark.pipeline
@@ -277,9 +278,9 @@ def test_the_point_rules_start_launch_with_its_signals_blocked(tmp_path):
     (tmp_path / "config.yaml").write_text(json.dumps(TINY))
     proc = run(tmp_path, "-n", "--printshellcmds", "--cores", "1", timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    start = " ".join([*process.blocked_start(), "python -m movebench.launch --task"])
+    start = " ".join([*process.blocked_start(), "python -m movebench.engine.launch --task"])
     commands = [line.split("Shell command: ")[-1].strip() for line in proc.stdout.splitlines()
-                if "python -m movebench.launch" in line]
+                if "python -m movebench.engine.launch" in line]
     assert len(commands) == 3 and all(c.startswith(start) for c in commands), commands
 
 
@@ -303,7 +304,7 @@ def launch_point(tmp_path, launcher_cmd, timeout=60, iterations=200000, env=None
     task = families.load("shuffle").task({"pattern": "uni", "nodes": 1, "ranks": 2, "message_size": 1024, "window": 2},
                                          {"iterations": iterations, "repetition_time": 0.5}, repetitions=1, warmups=0)
     out = tmp_path / "raw" / "p.jsonl"
-    argv = [PYTHON, "-m", "movebench.launch", "--task", json.dumps(task.to_dict()), "--launcher", launcher_cmd,
+    argv = [PYTHON, "-m", "movebench.engine.launch", "--task", json.dumps(task.to_dict()), "--launcher", launcher_cmd,
             "--timeout", str(timeout), "--out", str(out), "--meta", str(tmp_path / "raw" / "p.meta.json"), "--failed",
             str(tmp_path / "failed.json")]
     output = output or {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT}

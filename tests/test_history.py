@@ -16,10 +16,10 @@ import pytest
 from conftest import ROOT
 from history_support import POINTS, write_run, write_series
 from movebench import campaign
-from movebench import config as campaign_config
 from movebench.cli import main
-from movebench.history import analysis, detect, store
-from movebench.history import run as history_run
+from movebench.engine import config as campaign_config
+from movebench.judging.history import analysis, detect, store
+from movebench.judging.history import run as history_run
 from test_pipeline import TINY
 
 

@@ -10,7 +10,7 @@ import pytest
 from conftest import snakemake
 from history_support import write_series
 from movebench.cli import main
-from movebench.history import store
+from movebench.judging.history import store
 from test_pipeline import TINY
 from test_report_browser import chromium, open_in_chromium  # noqa: F401 - chromium is a fixture
 

@@ -1,5 +1,5 @@
 """A non-editable `pip install .` validates a campaign and renders a report: its schemas, templates and published
-references come through the package (movebench.resources), not from a checkout."""
+references come through the package (movebench.core.resources), not from a checkout."""
 
 from __future__ import annotations
 

@@ -16,9 +16,10 @@ import pytest
 
 from fileshare_standin import StandIn, signature, string_to_sign
 from io_support import kernel_env, silent_endpoint
-from movebench import config as campaign_config
-from movebench import families, plan
+from movebench import families
 from movebench.core import records
+from movebench.engine import config as campaign_config
+from movebench.engine import plan
 from movebench.families import io as io_family
 from movebench.families.io import kernel as io_kernel
 from movebench.families.io import report as io_report
@@ -245,7 +246,7 @@ def standin_server():
 
 
 def test_report_section_tables_match_the_medians(tmp_path):
-    from movebench import aggregate
+    from movebench.engine import aggregate
 
     paths = []
     for pattern in ("sfsw", "mfmw"):

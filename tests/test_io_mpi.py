@@ -121,7 +121,7 @@ def test_secrets_stay_out_of_records_meta_and_logs(tmp_path, azurite, cloud_env)
 def launch(tmp_path, name, task, env, timeout=120):
     """The engine's launch wrapper around the kernel, as a Snakemake point rule runs it."""
     out, failed = tmp_path / f"{name}.jsonl", tmp_path / f"{name}.failed.json"
-    argv = [PYTHON, "-m", "movebench.launch", "--task", json.dumps(task.to_dict()), "--launcher", MPIEXEC,
+    argv = [PYTHON, "-m", "movebench.engine.launch", "--task", json.dumps(task.to_dict()), "--launcher", MPIEXEC,
             "--timeout", str(timeout), "--out", str(out), "--meta", str(tmp_path / f"{name}.meta.json"),
             "--failed", str(failed)]
     return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True), out, failed

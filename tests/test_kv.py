@@ -7,11 +7,12 @@ import sys
 
 import pytest
 
-from movebench import config as cc
-from movebench import families, launchers, plan
+from movebench import families
+from movebench.engine import config as cc
+from movebench.engine import launchers, plan
+from movebench.engine.launchers import dragon as dragonrun
 from movebench.families.kv import FAMILY, keys_per_client
 from movebench.families.kv.kernel import KEY_BYTES, aggregate, make_data, make_keys, make_values, timed_passes, verify
-from movebench.launchers import dragon as dragonrun
 
 
 def base(**kv):
@@ -108,7 +109,7 @@ def test_grid_and_launch_command():
     cmd = launchers.runtime(kernel_task).command(kernel_task, "task.json")
     python = [sys.executable, "-m", "movebench.families.kv.kernel", "task.json"]
     dragon_at = cmd.index("--") + 1
-    assert cmd[:3] == [sys.executable, "-m", "movebench.launchers.dragon"] and "--meta" in cmd[:dragon_at]
+    assert cmd[:3] == [sys.executable, "-m", "movebench.engine.launchers.dragon"] and "--meta" in cmd[:dragon_at]
     assert cmd[dragon_at].endswith("dragon") and cmd[dragon_at + 1] == "-s" and cmd[dragon_at + 2:] == python
     assert any(a.startswith("DRAGON_DEFAULT_SEG_SZ=") for a in cmd[:dragon_at])
     assert cmd[cmd.index("--shm-sized-by") + 1] == "kv.total_mem"  # the setting the wrapper's advice names
@@ -153,7 +154,7 @@ def test_bad_input_is_refused_before_launch(kv, path, value, hint):
 
 def test_a_dev_shm_too_small_for_the_pools_is_refused_before_any_job():
     """Admission (the Snakefile's onstart) checks /dev/shm here; the Dragon launcher checks it again at launch."""
-    from movebench import admission
+    from movebench.engine import admission
 
     config = cc.validate(base(total_mem="1TiB", keys_per_client=1, operations=["put"], value_sizes=["1KiB"]))
     lines = admission.problems(config, plan.grid(config), admission.local_capacity())
@@ -175,7 +176,7 @@ def test_segment_names_of_the_run_and_only_those():
 
 def test_dragonrun_refuses_when_dev_shm_is_too_small():
     need = dragonrun.shm_free_bytes() + 2**30
-    proc = subprocess.run([sys.executable, "-m", "movebench.launchers.dragon", "--shm-bytes", str(need),
+    proc = subprocess.run([sys.executable, "-m", "movebench.engine.launchers.dragon", "--shm-bytes", str(need),
                            "--shm-sized-by", "kv.total_mem", "--", "sh", "-c", "echo launched"],
                           capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2 and "launched" not in proc.stdout
@@ -186,7 +187,7 @@ def test_dragonrun_refuses_when_dev_shm_is_too_small():
 def test_report_keeps_data_formats_apart_and_old_records_read_as_bytes(tmp_path):
     import json
 
-    from movebench import aggregate
+    from movebench.engine import aggregate
     from movebench.families.kv import report
 
     case = {"nodes": 1, "clients_per_node": 2, "managers_per_node": 1, "value_size": 4096}

@@ -1,4 +1,4 @@
-"""kv under the real `dragon -s` launcher, through movebench.launch as a point rule runs it.
+"""kv under the real `dragon -s` launcher, through movebench.engine.launch as a point rule runs it.
 
 Each test starts Dragon (a few seconds each). Every run is marked with an
 environment variable so that the processes it left, if any, can be found by
@@ -17,7 +17,7 @@ import pytest
 
 from conftest import ROOT, make_task
 from movebench.core.records import read_jsonl
-from movebench.launchers.dragon import named_pids
+from movebench.engine.launchers.dragon import named_pids
 
 pytestmark = [pytest.mark.dragon, pytest.mark.skipif(not Path(sys.executable).with_name("dragon").exists(),
                                                      reason="dragonhpc is not installed beside this Python")]
@@ -44,7 +44,7 @@ def dragon_segments() -> set[str]:
 
 
 def launch_point(tmp_path, operation, timeout=120, repetitions=3, data_format=None, **extra_settings):
-    """python -m movebench.launch for one kv point; returns (returncode, records, meta, failure, seconds)."""
+    """python -m movebench.engine.launch for one kv point; returns (returncode, records, meta, failure, seconds)."""
     marker = f"MOVEBENCH_TEST_RUN={uuid.uuid4().hex}"
     point = {"operation": operation, "nodes": 1, "clients_per_node": 2, "managers_per_node": 1, "value_size": VALUE}
     if data_format:
@@ -56,7 +56,7 @@ def launch_point(tmp_path, operation, timeout=120, repetitions=3, data_format=No
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), **dict([marker.split("=")]))
     before = dragon_segments()
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "movebench.launch", "--task", json.dumps(task.to_dict()),
+    proc = subprocess.run([sys.executable, "-m", "movebench.engine.launch", "--task", json.dumps(task.to_dict()),
                            "--timeout", str(timeout), "--out", str(out), "--meta", str(meta), "--failed", str(failed)],
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=timeout + 60)
     seconds = time.monotonic() - started
@@ -157,7 +157,7 @@ def test_a_hanging_run_is_stopped_at_its_timeout_and_cleaned_up(tmp_path):
     marker = uuid.uuid4().hex
     before = dragon_segments()
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "movebench.launchers.dragon", "--timeout", "25", "--grace", "3", "--",
+    proc = subprocess.run([sys.executable, "-m", "movebench.engine.launchers.dragon", "--timeout", "25", "--grace", "3", "--",
                            str(Path(sys.executable).with_name("dragon")), "-s", "hang.py"], capture_output=True,
                           text=True, cwd=tmp_path, timeout=90,
                           env=dict(os.environ, PYTHONPATH=str(ROOT / "src"), MOVEBENCH_TEST_RUN=marker))

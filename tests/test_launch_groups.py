@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 
 from conftest import snakemake
-from movebench import config as campaign_config
-from movebench import plan
 from movebench.cli import main
+from movebench.engine import config as campaign_config
+from movebench.engine import plan
 from movebench.reportkit import ratio
 
 STREAM = {"patterns": ["uni"], "ranks": [2], "nodes": [1], "windows": [1], "iterations": 20}

@@ -4,8 +4,8 @@ whose spread is mostly between launches, and the mdc in the "Compared with" line
 import numpy as np
 import pandas as pd
 
-from movebench import findings, report
 from movebench.core.stats import launch_summary
+from movebench.judging import findings, report
 
 POINTS = ["pattern~alltoall/ranks~4/size~4096", "pattern~alltoall/ranks~4/size~65536"]
 

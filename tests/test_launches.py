@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 
 from conftest import snakemake
-from movebench import aggregate, launch, plan
-from movebench import config as cc
 from movebench.core import adaptive_launches, records
 from movebench.core.task import Task, launch_path, point_path_of
+from movebench.engine import aggregate, launch, plan
+from movebench.engine import config as cc
 
 STREAM = {"patterns": ["uni"], "message_sizes": ["4KiB", "64KiB"], "windows": [4], "iterations": 20}
 

@@ -156,7 +156,8 @@ def test_kv_on_two_nodes_has_managers_and_clients_on_both_and_leaves_nothing_on_
 
 def test_io_on_a_path_each_node_has_its_own_fails_at_once_and_says_why(four_nodes, tmp_path):
     # /dev/shm is every node's own (as /tmp is on most clusters): rank 1 on n2 cannot see rank 0's folder on n1.
-    from movebench import families, launch
+    from movebench import families
+    from movebench.engine import launch
 
     settings = {"fsync": True, "verify": True, "cleanup": True, "name_prefix": "mbio-nodelocal", "transfer_size":
                 1 << 20, "path": "/dev/shm/movebench-io-test"}  # fmt: skip
@@ -267,7 +268,7 @@ def rank_node_without_batch(cluster, point_part: str) -> str:
     for node in cluster.nodes:
         for cmd in cluster.node_processes(node).values():
             if point_part in cmd:
-                (batch if "movebench.launch" in cmd else ranks).add(node)
+                (batch if "movebench.engine.launch" in cmd else ranks).add(node)
     (victim,) = ranks - batch
     return victim
 

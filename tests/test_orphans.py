@@ -107,8 +107,8 @@ exit $rc
 
 
 def test_a_point_that_finishes_after_its_snakemake_ended_is_kept_and_not_measured_again(tmp_path):
-    from movebench import config as campaign_config
-    from movebench import plan
+    from movebench.engine import config as campaign_config
+    from movebench.engine import plan
 
     config = campaign_config.validate({
         "campaign": {"name": "kept", "results_dir": str(tmp_path / "results"), "launches": 1, "repetitions": 2,
@@ -119,7 +119,7 @@ def test_a_point_that_finishes_after_its_snakemake_ended_is_kept_and_not_measure
     raw = tmp_path / "results" / "raw" / "shuffle"
     out, meta, kept = raw / f"{where}.jsonl", raw / f"{where}.meta.json", tmp_path / "results" / ".kept"
     out.parent.mkdir(parents=True)
-    argv = [PYTHON, "-m", "movebench.launch", "--task", json.dumps(task.to_dict()), "--out", str(out),
+    argv = [PYTHON, "-m", "movebench.engine.launch", "--task", json.dumps(task.to_dict()), "--out", str(out),
             "--meta", str(meta), "--failed", str(tmp_path / "failed.json"), "--kept", str(kept)]
     fake, launcher = tmp_path / "snakemake", tmp_path / "launcher.sh"
     fake.write_text(FAKE_SNAKEMAKE.format(python=PYTHON))

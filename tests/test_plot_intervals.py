@@ -11,7 +11,7 @@ from matplotlib.collections import PolyCollection
 from matplotlib.colors import to_rgb
 from matplotlib.container import ErrorbarContainer
 
-from movebench import aggregate
+from movebench.engine import aggregate
 from movebench.families.bcast import report as bcast_report
 from movebench.families.calibration import report as calibration_report
 from movebench.families.kv import report as kv_report

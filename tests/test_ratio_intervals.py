@@ -13,9 +13,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from movebench.aggregate import launch_job
 from movebench.core.tables import LAUNCH_JOB
 from movebench.core.verdict import compare_samples
+from movebench.engine.aggregate import launch_job
 from movebench.reportkit import ratio, ratio_text
 
 POINTS, LAUNCHES, REPS = 12, 3, 10

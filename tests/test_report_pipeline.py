@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from conftest import snakemake
-from movebench import compare
 from movebench.cli import main
+from movebench.judging import compare
 from test_pipeline import Tables
 
 pytestmark = pytest.mark.pipeline

@@ -9,9 +9,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from movebench import aggregate, bounds, config, families, findings, report, report_verdicts, reportkit
 from movebench import campaign as campaign_run
+from movebench import families, reportkit
 from movebench.core import units
+from movebench.engine import aggregate, config
+from movebench.judging import bounds, findings, report, report_verdicts
 
 KiB, MiB = 2**10, 2**20
 MPICH = "MPICH Version:      5.0.2"

@@ -1,4 +1,4 @@
-"""The report layer's files come through the package (movebench.resources), so an installed movebench renders."""
+"""The report layer's files come through the package (movebench.core.resources), so an installed movebench renders."""
 
 import fnmatch
 import subprocess
@@ -7,7 +7,8 @@ import tomllib
 import pandas as pd
 
 from conftest import PYTHON, ROOT
-from movebench import compare, report, resources
+from movebench.core import resources
+from movebench.judging import compare, report
 
 
 def test_the_page_templates_render_from_the_package_resources():
@@ -28,7 +29,7 @@ def test_the_page_templates_render_from_the_package_resources():
 
 
 def test_package_data_ships_every_resource():
-    """pyproject's package-data globs cover the templates, schemas and data that movebench.resources finds."""
+    """pyproject's package-data globs cover the templates, schemas and data that movebench.core.resources finds."""
     globs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["movebench"]
     package = ROOT / "src" / "movebench"
     shipped = [p for folder in ("templates", "schemas", "data") for p in (package / folder).iterdir() if p.is_file()]
@@ -44,7 +45,7 @@ def test_the_shipped_published_references_are_the_checkouts():
 
 
 def test_resources_import_nothing_from_movebench():
-    probe = "import sys, movebench.resources; print(sorted(m for m in sys.modules if m.startswith('movebench.')))"
+    probe = "import sys, movebench.core.resources; print(sorted(m for m in sys.modules if m.startswith('movebench.')))"
     done = subprocess.run([PYTHON, "-c", probe], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "['movebench.resources']"
+    assert done.stdout.strip() == "['movebench.core', 'movebench.core.resources']"

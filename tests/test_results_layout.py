@@ -9,8 +9,10 @@ import pandas as pd
 import pytest
 
 from conftest import snakemake
-from movebench import aggregate, compare, families
+from movebench import families
 from movebench.core.layout import ResultsLayout
+from movebench.engine import aggregate
+from movebench.judging import compare
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "movebench"
 
@@ -123,12 +125,12 @@ def test_the_report_and_the_tables_rerun_on_every_module_they_import():
 
     names = families.names()
     declared = {str(p.resolve()) for p in campaign.report_sources(names)}
-    missing = sorted(_loaded_by("movebench.report", *(f"movebench.families.{n}.report" for n in names)) - declared)
+    missing = sorted(_loaded_by("movebench.judging.report", *(f"movebench.families.{n}.report" for n in names)) - declared)
     assert not missing, f"the report imports these and its rule would not rerun on their edit: {missing}"
     for module in ("claims.py", "core/verdict.py", "reportkit.py", "findings.py"):
         assert str((SRC / module).resolve()) in declared
     for name in names:
         declared = {str(p.resolve()) for p in campaign.aggregate_sources(name)}
-        loaded = _loaded_by("movebench.aggregate", f"movebench.families.{name}", f"movebench.families.{name}.report")
+        loaded = _loaded_by("movebench.engine.aggregate", f"movebench.families.{name}", f"movebench.families.{name}.report")
         assert not sorted(loaded - declared), name
         assert str((SRC / "core" / "verdict.py").resolve()) in declared

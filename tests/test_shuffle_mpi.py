@@ -6,7 +6,8 @@ import os
 import pytest
 
 from conftest import make_task, mpirun, run_kernel
-from movebench import families, launchers
+from movebench import families
+from movebench.engine import launchers
 from movebench.families.shuffle.kernel import stream_bytes
 
 pytestmark = pytest.mark.mpi

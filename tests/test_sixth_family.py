@@ -30,7 +30,8 @@ def sixth(tmp_path, monkeypatch):
 def test_the_sixth_family_validates_and_plans(sixth):
     probe = """
 import json
-from movebench import config, families, plan
+from movebench import families
+from movebench.engine import config, plan
 assert "pingpong" in families.names()
 bad = None
 try:

@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from conftest import ROOT, slurm_client_env
-from movebench import campaign, plan
+from movebench import campaign
+from movebench.engine import plan
 from movebench.families.io import AZURITE_ENV
 from test_slurm_campaign import jobs_of, run_id, run_snakemake, write_config
 from test_sweep_extension import new_outputs, raw_files, scheduled

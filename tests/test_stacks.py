@@ -1,4 +1,4 @@
-"""Communication stacks and tuning variables as factors (movebench.stacks, docs/stacks.md): validated, kept out of
+"""Communication stacks and tuning variables as factors (movebench.engine.stacks, docs/stacks.md): validated, kept out of
 the default's path, run for real on each stack's own MPI library, and what ran recorded and checked."""
 
 from __future__ import annotations
@@ -9,10 +9,11 @@ import pandas as pd
 import pytest
 
 from conftest import make_task, run_kernel, snakemake
-from movebench import config as cfg
-from movebench import families, plan, stacks
+from movebench import families
 from movebench.core.problems import ConfigError
 from movebench.core.transport import TransportLog, check
+from movebench.engine import config as cfg
+from movebench.engine import plan, stacks
 
 SHUFFLE = {"patterns": ["uni"], "ranks": [2], "message_sizes": ["64KiB"], "windows": [4], "iterations": 2}
 
@@ -136,7 +137,7 @@ def test_two_stacks_side_by_side_in_one_campaign(campaign):
 
 
 def test_a_point_that_fell_back_is_a_finding_of_the_report():
-    from movebench import findings, report
+    from movebench.judging import findings, report
 
     points = pd.DataFrame({"point": ["pattern~uni/stack~mpich-ofi", "pattern~uni"],
                            "transport_check.fell_back": [json.dumps(["FI_PROVIDER=verbs named, tcp ran"]), "[]"]})
@@ -154,7 +155,7 @@ def test_a_point_that_fell_back_is_a_finding_of_the_report():
     ("default", ["srun", "--mpi=pmi2", "-N", "2", "-n", "4"]),
 ])
 def test_under_srun_each_stack_starts_with_its_librarys_pmi(stack, expected):
-    from movebench.launchers import mpi
+    from movebench.engine.launchers import mpi
 
     task = make_task("shuffle", {"pattern": "uni", "nodes": 2, "ranks": 4, "message_size": 4096, "window": 4},
                      {"iterations": 2})

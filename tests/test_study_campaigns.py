@@ -9,9 +9,10 @@ import pytest
 import yaml
 
 from conftest import PYTHON, ROOT, snakemake
-from movebench import campaign, cli, cluster, plan
-from movebench import config as campaign_config
+from movebench import campaign, cli
 from movebench.core.problems import ConfigError
+from movebench.engine import cluster, plan
+from movebench.engine import config as campaign_config
 
 STUDIES = ROOT / "config" / "studies"
 HERE = sorted(p for p in STUDIES.glob("*.yaml") if not p.stem.endswith(("-published", "-cluster")))

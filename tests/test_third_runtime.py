@@ -1,6 +1,6 @@
 """A third runtime plugs in from one file: `plain` (one process, neither MPI nor Dragon) is written here into a
 temporary folder named in MOVEBENCH_RUNTIMES, a small family that declares it (`memcopy`, a bytes copy) into one
-named in MOVEBENCH_FAMILIES, and `python -m movebench.launch` runs its points end to end: the runtime's
+named in MOVEBENCH_FAMILIES, and `python -m movebench.engine.launch` runs its points end to end: the runtime's
 environment, its check before the start, its watch over the output and what it adds to the meta all take effect,
 and nothing in the engine names it."""
 
@@ -19,7 +19,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 RUNTIME = '''
 """plain: the kernel as one process of this Python, its own report lines held back and put into the meta."""
-from movebench.launchers import CannotStart, Runtime, Watch
+from movebench.engine.launchers import CannotStart, Runtime, Watch
 
 #: the most bytes a point may copy (a check before the start)
 LIMIT = 1 << 20
@@ -152,7 +152,7 @@ from movebench import families
 print(json.dumps(families.load("memcopy").task({{"operation": "copy", "size": {size}}}, {{"copies": 5}}, 4, 1)
       .to_dict()))""", env)
     out = tmp_path / "raw" / f"size~{size}.jsonl"
-    done = subprocess.run([sys.executable, "-m", "movebench.launch", "--task", json.dumps(task), "--out", str(out),
+    done = subprocess.run([sys.executable, "-m", "movebench.engine.launch", "--task", json.dumps(task), "--out", str(out),
                            "--meta", str(out.with_suffix(".meta.json")), "--failed", str(tmp_path / f"{size}.json"),
                            "--log", str(tmp_path / f"{size}.log"), "--timeout", "60"],
                           capture_output=True, text=True, env=env, timeout=120)
@@ -162,7 +162,8 @@ print(json.dumps(families.load("memcopy").task({{"operation": "copy", "size": {s
 def test_a_runtime_from_one_file_runs_a_family_through_launch(third, tmp_path):
     engine = python("""
 import json
-from movebench import campaign, launchers
+from movebench import campaign
+from movebench.engine import launchers
 print(json.dumps({"names": launchers.names(), "tasks": launchers.job_resources("memcopy", {"operation": "copy",
                   "size": 8}, {})["tasks"], "sources": campaign.kernel_sources("memcopy")}))""", third)
     assert "plain" in engine["names"] and engine["tasks"] == 1
@@ -195,7 +196,7 @@ def test_the_runtimes_check_before_the_start_fails_the_point_with_its_reason(thi
 
 def test_a_family_naming_no_runtime_is_refused_with_the_runtimes_there_are(third):
     bad = dict(third, MOVEBENCH_RUNTIMES="")
-    done = subprocess.run([sys.executable, "-c", "from movebench import launchers; launchers.of_family('memcopy')"],
+    done = subprocess.run([sys.executable, "-c", "from movebench.engine import launchers; launchers.of_family('memcopy')"],
                           capture_output=True, text=True, env=bad, timeout=60)
     assert done.returncode != 0
     assert "family memcopy: runtime = 'plain': no such runtime; valid: dragon, mpi" in done.stderr

@@ -8,11 +8,11 @@ import pytest
 import yaml
 
 from conftest import snakemake
-from movebench import compare, references
 from movebench.cli import main
 from movebench.core import stats
 from movebench.core import verdict as verdict_module
 from movebench.core.tables import counted
+from movebench.judging import compare, references
 
 pytestmark = pytest.mark.pipeline
 

@@ -147,7 +147,7 @@ def test_threshold_is_configurable():
 
 
 def test_direction_falls_back_to_the_name():
-    from movebench.compare import direction
+    from movebench.judging.compare import direction
 
     assert direction(None, "bandwidth_Bps") == "higher"
     assert direction(None, "ops_per_s") == "higher"
@@ -165,7 +165,7 @@ def test_direction_prefers_the_family_spec(monkeypatch):
     class Spec(Family):
         measures = (Measure("elapsed_s", "s", "higher"), Measure("score", "1", "lower"))
 
-    from movebench.compare import direction
+    from movebench.judging.compare import direction
 
     monkeypatch.setattr(families, "load", lambda name: Spec())
     assert direction("anything", "elapsed_s") == "higher"

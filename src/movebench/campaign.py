@@ -22,10 +22,11 @@ import sys
 import time
 from pathlib import Path
 
-from movebench import admission, cluster, families, launchers, machine, stacks
+from movebench import families
 from movebench.core import envinfo, records, sources
 from movebench.core.layout import ResultsLayout
 from movebench.core.task import Task, launch_digest, point_path_of
+from movebench.engine import admission, cluster, launchers, machine, stacks
 from movebench.services import hold
 
 PACKAGE = Path(__file__).resolve().parent
@@ -39,9 +40,9 @@ RUNNER_SOURCES = ("launch.py", "launchers/__init__.py", "launchers/process.py", 
 def validate(config: dict, warn=None) -> dict:
     """The campaign validated whole: the config's own checks, and the keys of the verdicts (compare_to,
     compare_noise_from, compare_thresholds, references) that the report layer owns. Raises ConfigError."""
-    from movebench import config as campaign_config
-    from movebench import report_verdicts
-    from movebench.history import store
+    from movebench.engine import config as campaign_config
+    from movebench.judging import report_verdicts
+    from movebench.judging.history import store
 
     return campaign_config.validate(config, warn, checks=(report_verdicts.config_problems, store.config_problems))
 
@@ -90,13 +91,13 @@ def kernel_sources(family: str) -> list[str]:
 def report_sources(family_names) -> list[Path]:
     """The files whose change reruns the report: every module the report imports, and those its families' report
     hooks import, read from the source (core.sources), so that no hand-kept list can miss one."""
-    return _sources(["movebench.report", *(f"{families.__name__}.{name}.report" for name in family_names)])
+    return _sources(["movebench.judging.report", *(f"{families.__name__}.{name}.report" for name in family_names)])
 
 
 def aggregate_sources(family: str) -> list[Path]:
     """The files whose change recomputes a family's tables: what aggregate imports, and the family's spec and report
     hooks with what they import."""
-    return _sources(["movebench.aggregate", f"{families.__name__}.{family}", f"{families.__name__}.{family}.report"])
+    return _sources(["movebench.engine.aggregate", f"{families.__name__}.{family}", f"{families.__name__}.{family}.report"])
 
 
 def _sources(roots: list[str]) -> list[Path]:
@@ -272,7 +273,7 @@ class CampaignRun:
     def __init__(self, config: dict, grid: dict, tasks: dict, order=(), seed: int | None = None,
                  group_rules: dict | None = None):
         self.config, self.grid, self.tasks = config, grid, tasks
-        #: rule name -> the launch group (movebench.plan.LaunchGroup) its one job runs
+        #: rule name -> the launch group (movebench.engine.plan.LaunchGroup) its one job runs
         self.group_rules = group_rules or {}
         self.order, self.seed = list(order), seed
         # Absolute: Snakemake's --directory is the working directory only while it runs the workflow, and a run
@@ -400,7 +401,7 @@ class CampaignRun:
         return None
 
     def take_lock(self) -> None:
-        """The machine-wide benchmark lock (movebench.machine): a second local campaign waits or refuses."""
+        """The machine-wide benchmark lock (movebench.engine.machine): a second local campaign waits or refuses."""
         try:
             self.lock = machine.BenchmarkLock()
             self.lock.acquire({"campaign": self.config["campaign"]["name"], "results": str(self.results.absolute())},
@@ -527,8 +528,8 @@ class CampaignRun:
     def add_to_history(self, store_path: Path) -> None:
         """campaign.history: this run into its store, and the store's page redrawn; a failure is said, not raised
         (the campaign's figures are safe in its results folder, and `history add` can add them later)."""
-        from movebench.history import page, store
-        from movebench.history import run as history_run
+        from movebench.judging.history import page, store
+        from movebench.judging.history import run as history_run
 
         try:
             added = store.add(store_path, history_run.read(self.results))
@@ -579,7 +580,7 @@ class CampaignRun:
 
     def partial_report(self) -> None:
         """A failed run: the report from whatever records exist, every failed and missing point listed."""
-        from movebench import report
+        from movebench.judging import report
 
         done, total, of_launches = self.counts()
         free = admission.free_bytes(self.results)[0]

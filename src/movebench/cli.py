@@ -20,13 +20,15 @@ from pathlib import Path
 
 import yaml
 
-from movebench import __version__, cluster, families, verdict_commands
+from movebench import __version__, families
 from movebench import campaign as campaign_run
-from movebench import config as campaign_config
-from movebench import plan as planning
 from movebench.core.layout import ResultsLayout
 from movebench.core.task import LAUNCH, launch_path
-from movebench.history import cli as history_cli
+from movebench.engine import cluster
+from movebench.engine import config as campaign_config
+from movebench.engine import plan as planning
+from movebench.judging import verdict_commands
+from movebench.judging.history import cli as history_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = "config/config.yaml"

@@ -2,8 +2,8 @@
 
 A family's `report.py` defines `class XReport(FamilyReport)`, overrides the hooks it needs and ends with
 `REPORT = XReport()`; `movebench.families.report(name)` returns that object. The engine calls the hooks at two
-stages: `aggregate` calls `derive` on every records table it writes; the report page (`movebench.report`) asks
-for the bounds (`provide_bounds`, `bound_request`: `movebench.bounds`), then `context` for the family's
+stages: `aggregate` calls `derive` on every records table it writes; the report page (`movebench.judging.report`) asks
+for the bounds (`provide_bounds`, `bound_request`: `movebench.judging.bounds`), then `context` for the family's
 section template and `headlines` for the findings. Every hook has a default that adds nothing, so a family
 overrides only what it shows.
 
@@ -62,14 +62,14 @@ class FamilyReport:
 
     def provide_bounds(self, summary: pd.DataFrame, points: pd.DataFrame) -> list[dict]:
         """Upper bounds this family measured for the others' bandwidths, one dict each: `kind` ("memcpy",
-        "network", "fio", ...), the keys a request picks by, `bound_Bps`, `label`, `source` (movebench.bounds).
+        "network", "fio", ...), the keys a request picks by, `bound_Bps`, `label`, `source` (movebench.judging.bounds).
         Default: none."""
         return []
 
     def bound_request(self, row: pd.Series, meta: dict) -> dict | None:
         """Which provided bound applies to one bandwidth point (`row`: its bandwidth summary row, `meta`: its row
         of the points table): {"kind": ..., "exact": {...}, "at_least": {...}, "nearest": {...}}
-        (movebench.bounds). Default: None, the point has no bound."""
+        (movebench.judging.bounds). Default: None, the point has no bound."""
         return None
 
 
@@ -153,7 +153,7 @@ BOUND_STYLE = {"ls": "--", "color": "black", "lw": 1.1, "marker": "_", "markersi
 
 def bound_line(ax, data: pd.DataFrame, x: str, scale: float = 1e9, label: str = "upper bound") -> bool:
     """The upper bound of the points in `data` (bandwidth summary rows with `bound_Bps`: the bound a point's
-    `FamilyReport.bound_request` found, movebench.bounds) drawn on `ax` against `x` as a dashed black line, in the
+    `FamilyReport.bound_request` found, movebench.judging.bounds) drawn on `ax` against `x` as a dashed black line, in the
     plot's unit (`scale` bytes/s per unit)."""
     if "bound_Bps" not in data:
         return False

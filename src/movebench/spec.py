@@ -16,7 +16,7 @@ ReFrame-style, what a point is and what is measured:
 - `resources(point, section)`: what a point's job asks of a scheduler (its runtime counts the tasks).
 - `failure_reason(log_tail)`: a failed kernel's own complete reason, for the failure record.
 - `node_memory_bytes(point, section)` and `storage(point, section)`: what a point plans to use on its
-  busiest node and on filesystems; the engine admits a point only when these fit (movebench.admission).
+  busiest node and on filesystems; the engine admits a point only when these fit (movebench.engine.admission).
 
 Only `kernel.py` (and `kernel_sources`) plus the shared runner files are inputs of a family's point
 rule: editing the spec, the report or a template never reruns a measurement. The spec therefore
@@ -58,7 +58,7 @@ class Axis:
     when: Callable[[dict], bool] = _always
     #: a value the point's path leaves out: the default of an axis added after campaigns had run, so that a
     #: point keeps its path (and its finished records) when its family gains the axis; records written before
-    #: it existed are read with this value (movebench.aggregate). The point, and every record, still hold it.
+    #: it existed are read with this value (movebench.engine.aggregate). The point, and every record, still hold it.
     implicit: Any = None
 
     @property
@@ -122,7 +122,7 @@ class Family:
     """A family's spec. Subclass, set the class attributes, override hooks where the defaults do not fit."""
 
     name: str = ""
-    #: what starts the kernel's processes, a runtime of movebench.launchers by its name: "mpi" (the profile's MPI
+    #: what starts the kernel's processes, a runtime of movebench.engine.launchers by its name: "mpi" (the profile's MPI
     #: launcher, e.g. mpiexec or srun) or "dragon" (Dragon's launcher, with `runtime_options`).
     runtime: str = "mpi"
     #: the axis whose value is a record's `variant` (the operation measured).
@@ -256,7 +256,7 @@ class Family:
 
     def resources(self, point: dict, section: dict) -> dict:
         """A point job's scheduler resources besides its tasks, which its runtime counts
-        (`movebench.launchers.job_resources`): nodes, mem_mb. With `--exclusive` (profiles/slurm) the job has the
+        (`movebench.engine.launchers.job_resources`): nodes, mem_mb. With `--exclusive` (profiles/slurm) the job has the
         whole nodes whatever the count."""
         return {"nodes": self.placement(point)[1], "mem_mb": -(-self.node_memory_bytes(point, section) // 2**20)}
 
@@ -264,7 +264,7 @@ class Family:
         """Seconds the point is planned to measure inside a launch: its warm-ups and most repetitions, each
         `repetition_time` long (or PLANNED_REPETITION_S where the family sets none), an adaptive rule's
         `max_seconds` where it has one, and PLANNED_SETUP_S. It sizes a launch group's time limit
-        (movebench.cluster.group_time_limit_minutes); the limit a point is held to stays campaign.timeout."""
+        (movebench.engine.cluster.group_time_limit_minutes); the limit a point is held to stays campaign.timeout."""
         each = float(task.settings.get("repetition_time") or PLANNED_REPETITION_S)
         rule = task.repetitions
         if isinstance(rule, dict):
@@ -322,7 +322,7 @@ def env_of(value: str) -> dict[str, str]:
     return dict(part.split("=", 1) for part in value.split()) if value else {}
 
 
-#: The communication stack (movebench.stacks: an MPI library, its launcher, its variables) and the tuning variables
+#: The communication stack (movebench.engine.stacks: an MPI library, its launcher, its variables) and the tuning variables
 #: set for the ranks: factors of the MPI families; `default` (the campaign's own Python and the profile's launcher)
 #: and no variable stay out of the path.
 STACK = Axis("stack", "stacks", implicit="default")

@@ -4,8 +4,10 @@ import json
 import sys
 
 import movebench
-from movebench import campaign, families, plan, report, resources
-from movebench.core import records
+from movebench import campaign, families
+from movebench.core import records, resources
+from movebench.engine import plan
+from movebench.judging import report
 
 assert movebench.__file__.startswith(sys.argv[1]), movebench.__file__
 assert resources.checkout() is None

@@ -3,10 +3,12 @@ import json
 import os
 import sys
 
-from movebench import families, launchers
-from movebench import campaign, plan
+from movebench import families
+from movebench.engine import launchers
+from movebench import campaign
+from movebench.engine import plan
 from movebench.core.layout import ResultsLayout
-from movebench.launchers.process import blocked_start
+from movebench.engine.launchers.process import blocked_start
 
 CAMPAIGN = config["campaign"]
 RESULTS = CAMPAIGN["results_dir"]
@@ -137,7 +139,7 @@ def group_resources(group):
 
 
 # Started with Ctrl-C and SIGTERM held back until launch's handlers are in place (launchers.process.blocked_start).
-START_LAUNCH = " ".join([*blocked_start(), "python -m movebench.launch"])
+START_LAUNCH = " ".join([*blocked_start(), "python -m movebench.engine.launch"])
 
 # The command every point rule runs; quoted, so that a results_dir with spaces stays one word. launch
 # writes the log itself and keeps stderr for a failure's one line, which the console shows even when

@@ -1,6 +1,6 @@
 # The self-contained HTML report, from the tables alone (and, when the campaign names them, an earlier
 # campaign's tables to compare with and a references file).
-from movebench import report_verdicts
+from movebench.judging import report_verdicts
 
 VERDICT_INPUTS = report_verdicts.inputs(config)
 

@@ -2,7 +2,7 @@
 
 A problem is a triple (key path, bad value, what would be valid); `ConfigError` shows a list of them
 as one message, a line each (`<key path> = <bad value>: <what would be valid>`). The campaign config
-(movebench.config) and the references file (movebench.references) both report through here.
+(movebench.engine.config) and the references file (movebench.judging.references) both report through here.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What every kernel shares: its task, the repetition loop, and writing records and meta.
 
-A kernel measures one point. `movebench.launch` writes the point's task (`movebench.core.task.Task`
+A kernel measures one point. `movebench.engine.launch` writes the point's task (`movebench.core.task.Task`
 as a JSON file: the point, the kernel's settings, repetitions, warm-ups, and where to write) and
 starts the kernel with its path as the only argument, e.g.
 `mpiexec -n 2 python -m movebench.families.shuffle.kernel task.json`.
@@ -48,7 +48,7 @@ def _task_file(argv) -> tuple[str, object]:
     argv = sys.argv[1:] if argv is None else list(argv)
     if len(argv) != 1 or argv[0].startswith("-"):
         prog = sys.argv[0] if sys.argv and sys.argv[0] else "kernel"
-        sys.exit(f"usage: {prog} TASK.json  (a task written by python -m movebench.launch; see movebench.runner)")
+        sys.exit(f"usage: {prog} TASK.json  (a task written by python -m movebench.engine.launch; see movebench.runner)")
     with open(argv[0]) as f:
         return argv[0], json.load(f)
 

@@ -1,7 +1,7 @@
 """A point's task: what its kernel receives, the one shape every layer passes around.
 
 Built by the family (`movebench.spec.Family.task`), planned for every point of a campaign
-(`movebench.plan.tasks`), handed to the point rule as JSON, written by `movebench.launch` to a task
+(`movebench.engine.plan.tasks`), handed to the point rule as JSON, written by `movebench.engine.launch` to a task
 file with the paths the kernel writes to, and read back by the kernel (`movebench.core.runner`).
 The point goes verbatim, keys in axis order, into every record: it is the record's identity.
 """
@@ -35,7 +35,7 @@ class Task:
     #: the point's launches: a count, or the adaptive rule {min, max, ci_target} (launch skips a launch the
     #: rule no longer needs)
     launches: int | dict = 1
-    #: the point's communication stack when not the default (movebench.stacks.resolve: name, wheel or prefix,
+    #: the point's communication stack when not the default (movebench.engine.stacks.resolve: name, wheel or prefix,
     #: launcher, env): what the runtime starts the ranks with; a changed definition reruns the point
     stack: dict | None = None
     #: where the kernel writes its records and meta; set by launch, empty in the plan

@@ -21,7 +21,7 @@ provider: tcp` when it uses libfabric (not within a node, where it uses its own 
 (docs/stacks.md, "What ran, proven"): a point whose library took another netmod, provider, PML or UCX
 transport than the one named gets a line in `transport_check.fell_back`, and the report lists it.
 
-`movebench.launch` sets `UCX_LOG_LEVEL=info` for MPI points (unless the user set it) and
+`movebench.engine.launch` sets `UCX_LOG_LEVEL=info` for MPI points (unless the user set it) and
 `MPIR_CVAR_DEBUG_SUMMARY=1` where the ofi netmod was asked for, passes every output line through
 `TransportLog.feed`, and puts `TransportLog.summary()` into the point's meta as `transport`. The
 report lines (one per process, more with many peers) are held back from the point's log, which gets

@@ -1,5 +1,5 @@
 """calibration: what this machine's own copies and writes reach, as the upper bounds of the other
-families' bandwidths (definitions: kernel.py's docstring; how the report uses them: movebench.bounds)."""
+families' bandwidths (definitions: kernel.py's docstring; how the report uses them: movebench.judging.bounds)."""
 
 from __future__ import annotations
 

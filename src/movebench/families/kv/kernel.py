@@ -5,7 +5,7 @@ HPCC RandomAccess: clients put or get their own unique set of key/value pairs in
 a DDict sharded over `managers_per_node` managers on each of `nodes` nodes.
 
 One point = one operation at one value size, clients per node, managers per node
-and node count, run as one Dragon job (`python -m movebench.launchers.dragon -- dragon -s
+and node count, run as one Dragon job (`python -m movebench.engine.launchers.dragon -- dragon -s
 python -m movebench.families.kv.kernel TASK.json`, see launchers/dragon.py for why the wrapper;
 on more than one node `dragon -t <transport> -N <nodes>` in the point's allocation, and
 the Dragon launcher sweeps every node of it afterwards). A launch group's points (same nodes,
@@ -126,7 +126,7 @@ def shm_bytes(total_mem_per_node: int, value_size: int, clients_per_node: int) -
     return total_mem_per_node + default_seg_bytes(value_size, clients_per_node) + INF_SEG_BYTES
 
 
-# --- the launch: dragon under movebench.launchers.dragon ---
+# --- the launch: dragon under movebench.engine.launchers.dragon ---
 
 
 def segment_env(value_size: int, clients_per_node: int) -> dict:

@@ -3,7 +3,7 @@
 Everything is inline (plots as PNG data URIs, CSS in the page), so the file can be mailed or
 archived alone. Each family's section comes from its template (`families/<name>/report.html.j2`)
 and the context its `FamilyReport` builds (`movebench.reportkit`, the kit families write it with);
-the page's own templates are package data (`movebench/templates/`, found by `movebench.resources`).
+the page's own templates are package data (`movebench/templates/`, found by `movebench.core.resources`).
 The engine adds the per-point summary, the failed and missing points, and where every number came
 from (the raw records file and its meta). The report
 reads the tables `aggregate` wrote and nothing else; after a failed run `render_partial` builds
@@ -20,13 +20,15 @@ from pathlib import Path
 import jinja2
 import pandas as pd
 
-from movebench import aggregate, bounds, families, findings, report_verdicts, resources
-from movebench.core import records
+from movebench import families
+from movebench.core import records, resources
 from movebench.core import units as units_
 from movebench.core.layout import ResultsLayout
 from movebench.core.sizes import expand_sizes
 from movebench.core.task import launch_path, planned_launches
-from movebench.history import page as history_page
+from movebench.engine import aggregate
+from movebench.judging import bounds, findings, report_verdicts
+from movebench.judging.history import page as history_page
 from movebench.reportkit import key_cell, median_of
 
 PARTIAL = "report.partial.html"

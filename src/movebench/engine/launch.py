@@ -2,7 +2,7 @@
 
 Called by every point rule with the point's task as JSON (`movebench.core.task.Task`: the family,
 the point, the kernel's settings, repetitions, warm-ups, ranks and nodes); its runtime
-(`movebench.launchers`) builds the command, checks what must hold before the start, watches the run and
+(`movebench.engine.launchers`) builds the command, checks what must hold before the start, watches the run and
 cleans up after it. The kernel writes to
 temporary files; only when it exits 0 within the timeout and its records say ok are they renamed
 to the rule's outputs. Otherwise a failure record goes to `--failed` (outside Snakemake's outputs,
@@ -46,13 +46,14 @@ import threading
 import time
 from pathlib import Path
 
-from movebench import families, keep, launchers, machine
+from movebench import families
 from movebench.core import adaptive_launches, envinfo, records, verdict
 from movebench.core.layout import ResultsLayout
 from movebench.core.records import free_space
 from movebench.core.tables import counted
 from movebench.core.task import Task, launch_digest, launch_path, point_path_of
-from movebench.launchers.process import descendants, stop_group
+from movebench.engine import keep, launchers, machine
+from movebench.engine.launchers.process import descendants, stop_group
 from movebench.services import hold
 
 GRACE_S = 10
@@ -597,7 +598,7 @@ def _run_launch(members: list[Member], name: str | None, args, signals: _Signals
             return 1
         env, allocation = runtime.environment(to_run[0][1], os.environ), None
         if "SLURM_JOB_ID" in env:
-            from movebench import cluster  # Slurm's helpers: a local point need not import them
+            from movebench.engine import cluster  # Slurm's helpers: a local point need not import them
 
             env, allocation = cluster.job_environment(env)
         policy = DisturbedPolicy.from_env()
@@ -759,7 +760,7 @@ def _task(text: str) -> Task:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m movebench.launch", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m movebench.engine.launch", description=__doc__.split("\n\n")[0])
     one = p.add_mutually_exclusive_group(required=True)
     one.add_argument("--task", type=_task,
                      help="the point's task as JSON (or @FILE): family, variant, point, settings, repetitions, "

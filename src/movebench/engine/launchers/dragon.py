@@ -1,8 +1,8 @@
 """Run one program under the `dragon` launcher and leave nothing of it behind.
 
-    python -m movebench.launchers.dragon [--meta M.json] [--shm-bytes N] [--env K=V] [--timeout S] -- dragon -s PROG ...
+    python -m movebench.engine.launchers.dragon [--meta M.json] [--shm-bytes N] [--env K=V] [--timeout S] -- dragon -s PROG ...
 
-Why a wrapper, and not `dragon` straight from `movebench.launch`:
+Why a wrapper, and not `dragon` straight from `movebench.engine.launch`:
 
 - Dragon's local services call `setpgid(0, 0)` at start-up. In a process that
   leads its own session (which is what `launch` makes of every kernel, so that it
@@ -57,9 +57,9 @@ import time
 from pathlib import Path
 
 from movebench.core.task import Task
+from movebench.engine.launchers import Runtime
+from movebench.engine.launchers.process import stop_group
 from movebench.families import load as family_of
-from movebench.launchers import Runtime
-from movebench.launchers.process import stop_group
 
 SHM = Path("/dev/shm")
 GRACE_S = 4.0
@@ -299,7 +299,7 @@ def sweep_nodes(scratch: str, nodes: int, grace: float, env=None) -> dict:
         return {"error": "no Slurm allocation: the other nodes were not swept"}
     nodes = max(nodes, int(os.environ.get("SLURM_JOB_NUM_NODES") or 0))
     argv = ["srun", "--overlap", "-N", str(nodes), "--ntasks-per-node=1", "--cpu-bind=none", "--kill-on-bad-exit=0",
-            sys.executable, "-m", "movebench.launchers.dragon", "--sweep", scratch, "--grace", str(grace)]
+            sys.executable, "-m", "movebench.engine.launchers.dragon", "--sweep", scratch, "--grace", str(grace)]
     try:
         r = subprocess.run(argv, capture_output=True, text=True, timeout=SWEEP_TIMEOUT_S, env=env,
                            stdin=subprocess.DEVNULL)
@@ -359,7 +359,7 @@ def run(argv, meta=None, shm_bytes=0, timeout=None, grace=GRACE_S, env=None, nod
         try:
             check_shm(shm_bytes, sized_by=shm_sized_by)
         except ShmTooSmall as exc:
-            print(f"movebench.launchers.dragon: refusing to launch: {exc}", file=sys.stderr, flush=True)
+            print(f"movebench.engine.launchers.dragon: refusing to launch: {exc}", file=sys.stderr, flush=True)
             return 2
     scratch = tempfile.mkdtemp(prefix="movebench-dragon-")
     reason = None
@@ -393,19 +393,19 @@ def run(argv, meta=None, shm_bytes=0, timeout=None, grace=GRACE_S, env=None, nod
         shutil.rmtree(scratch, ignore_errors=True)
     rc = run.proc.returncode
     if cleaned["killed_pids"] or cleaned["removed_segments"]:
-        print(f"movebench.launchers.dragon: cleaned up after Dragon: killed {len(cleaned['killed_pids'])} processes, "
+        print(f"movebench.engine.launchers.dragon: cleaned up after Dragon: killed {len(cleaned['killed_pids'])} processes, "
               f"removed {len(cleaned['removed_segments'])} /dev/shm segments", file=sys.stderr, flush=True)
     for node, found in swept.items():
         if node == "error":
-            print(f"movebench.launchers.dragon: sweep of the other nodes: {found}", file=sys.stderr, flush=True)
+            print(f"movebench.engine.launchers.dragon: sweep of the other nodes: {found}", file=sys.stderr, flush=True)
         elif found["killed_pids"] or found["removed_segments"]:
-            print(f"movebench.launchers.dragon: {node}: killed {len(found['killed_pids'])} processes of the run, "
+            print(f"movebench.engine.launchers.dragon: {node}: killed {len(found['killed_pids'])} processes of the run, "
                   f"removed {len(found['removed_segments'])} /dev/shm segments", file=sys.stderr, flush=True)
     if meta:
         merge_meta(meta, {"start": run.start, "end": end, "wall_s": end - run.start, "returncode": rc,
                           "pids_seen": len(run.seen), **cleaned, "nodes_swept": swept})
     if reason:
-        print(f"movebench.launchers.dragon: Dragon {reason}; stopped and cleaned up", file=sys.stderr, flush=True)
+        print(f"movebench.engine.launchers.dragon: Dragon {reason}; stopped and cleaned up", file=sys.stderr, flush=True)
         return 124 if reason.startswith("timed out") else 130
     return rc
 
@@ -434,7 +434,7 @@ def command(task: Task, kernel: list[str], options: dict, metas=None) -> list[st
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m movebench.launchers.dragon", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m movebench.engine.launchers.dragon", description=__doc__.split("\n\n")[0])
     p.add_argument("--meta", action="append", default=[],
                    help="a JSON file the program writes; launch timings are merged into it (repeated: a launch "
                         "group's files, each one that exists)")

@@ -12,7 +12,7 @@ Nothing outside this package branches on a runtime's name. A site's own runtime 
 in `MOVEBENCH_RUNTIMES` (paths separated by `:`), which joins this package's path as `MOVEBENCH_FAMILIES` does
 for families. (`process` is not a runtime: it holds the process-tree helpers every runtime uses.)
 
-`movebench.launch` asks `runtime(task)` once per launch and uses what it answers.
+`movebench.engine.launch` asks `runtime(task)` once per launch and uses what it answers.
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ class Runtime:
 
 
 def named(name: str) -> Runtime:
-    """The runtime called `name`: the `RUNTIME` of the module `movebench.launchers.<name>`."""
+    """The runtime called `name`: the `RUNTIME` of the module `movebench.engine.launchers.<name>`."""
     module = None
     if name and name not in HELPERS and name.isidentifier():
         try:
@@ -126,7 +126,7 @@ def named(name: str) -> Runtime:
     runtime = getattr(module, "RUNTIME", None)
     if not isinstance(runtime, Runtime):
         raise ValueError(f"runtime = {name!r}: no such runtime; valid: {', '.join(names())} (a module of "
-                         f"movebench.launchers, or of a folder in ${EXTRA}, that defines RUNTIME)")
+                         f"movebench.engine.launchers, or of a folder in ${EXTRA}, that defines RUNTIME)")
     return runtime
 
 

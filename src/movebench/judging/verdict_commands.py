@@ -10,9 +10,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from movebench import claims
-from movebench import compare as comparing
-from movebench import references as refs
+from movebench.judging import claims
+from movebench.judging import compare as comparing
+from movebench.judging import references as refs
 
 COMPARE_FAIL_ON = ("regressed", "improved", "inconclusive", "not-comparable", "only-in-base", "only-in-new")
 CHECK_FAIL_ON = ("fail", "inconclusive", "not-measured")

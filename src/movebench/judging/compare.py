@@ -20,8 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from movebench import resources
-from movebench.core import envinfo
+from movebench.core import envinfo, resources
 from movebench.core.layout import ResultsLayout
 from movebench.core.tables import counted, disturbed_launches
 from movebench.core.verdict import (
@@ -97,7 +96,7 @@ def read_results(path) -> Results:
         if parquet.exists():
             frame = pd.read_parquet(parquet)
         else:
-            from movebench import aggregate
+            from movebench.engine import aggregate
 
             frame = aggregate.load(name, sorted((layout.raw / name).rglob("*.jsonl")), layout.raw)
         if len(frame):
@@ -165,7 +164,7 @@ def _scalar(value):
 
 def results_from_tables(path, records: dict, points: dict, run: dict | None = None) -> Results:
     """`Results` from per-family records tables and points tables (status, failure, meta flattened by
-    `movebench.aggregate`): the fingerprint comes from the points table's `fingerprint.*` columns."""
+    `movebench.engine.aggregate`): the fingerprint comes from the points table's `fingerprint.*` columns."""
     frames = [frame.assign(family=name) for name, frame in records.items() if len(frame)]
     merged = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["family", "variant", "point", "rep", "warmup", "ok"])

@@ -21,8 +21,10 @@ from pathlib import Path
 
 import yaml
 
-from movebench import families, resources, spec, stacks
+from movebench import families, spec
+from movebench.core import resources
 from movebench.core.problems import ConfigError, Problem, Verbatim, key_path, schema_problems, show
+from movebench.engine import stacks
 
 CAMPAIGN = "campaign"
 # Keys every family section has besides its own; the engine applies them (campaign values as defaults).

@@ -30,7 +30,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from movebench import families, launchers
+from movebench import families
+from movebench.engine import launchers
 
 #: Room one point's records, meta, log and failure record take in the results folder (measured:
 #: 10-40 KiB per point here), planned with a margin; plus the tables and the report.
@@ -142,7 +143,7 @@ def problems(config: dict, todo: dict[str, list[dict]], capacity: Capacity) -> l
                              f"({capacity.where})")
             for room in fam.storage(point, section):
                 if room.node_local and not capacity.local_storage:
-                    continue  # another node's /dev/shm: the launcher there checks it (movebench.launchers.dragon)
+                    continue  # another node's /dev/shm: the launcher there checks it (movebench.engine.launchers.dragon)
                 if room.kept:
                     kept[room.path] += room.bytes
                 running[room.path].append((room.bytes, where, room.what))

@@ -1,6 +1,6 @@
 """The mpi runtime: a kernel under the profile's MPI launcher (mpiexec, srun), and what MPICH leaves behind.
 
-Before the start, the point's communication stack is installed on its first use (movebench.stacks); while the
+Before the start, the point's communication stack is installed on its first use (movebench.engine.stacks); while the
 kernel runs, the MPICH segments its ranks map are noted (`ShmWatch`) and the libraries' transport reports are
 held back from the log; after it, the segments are removed and the meta gets the transport, the stack and
 whether what ran is what was named.
@@ -18,12 +18,12 @@ import sys
 import threading
 from pathlib import Path
 
-from movebench import stacks
 from movebench.core.task import Task
 from movebench.core.transport import TransportLog, probe_env
 from movebench.core.transport import check as check_transport
-from movebench.launchers import CannotStart, Runtime, Watch
-from movebench.launchers.process import descendants
+from movebench.engine import stacks
+from movebench.engine.launchers import CannotStart, Runtime, Watch
+from movebench.engine.launchers.process import descendants
 from movebench.spec import env_of
 
 SHM = Path("/dev/shm")
@@ -191,7 +191,7 @@ class Mpi(Runtime):
     name = "mpi"
 
     def python(self, task: Task) -> str:
-        """The Python of the kernel's ranks: the point's stack's (movebench.stacks), else this one."""
+        """The Python of the kernel's ranks: the point's stack's (movebench.engine.stacks), else this one."""
         return stacks.python_of(task.stack)
 
     def command(self, task: Task, task_path, launcher: str = "mpiexec") -> list[str]:
@@ -201,7 +201,7 @@ class Mpi(Runtime):
         return environment(task, env)
 
     def prepare(self, task: Task, say) -> None:
-        """On first use: the stack's environment (movebench.stacks), once per checkout, under a lock."""
+        """On first use: the stack's environment (movebench.engine.stacks), once per checkout, under a lock."""
         if not task.stack:
             return
         try:

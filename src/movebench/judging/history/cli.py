@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from movebench.history import detect, store
+from movebench.judging.history import detect, store
 
 #: the store when --store is not given (relative to the working directory)
 DEFAULT_STORE = "history.duckdb"
@@ -54,8 +54,8 @@ def _alpha(text: str) -> float:
 
 
 def run(args) -> int:
-    from movebench.history import analysis, page
-    from movebench.history import run as runs
+    from movebench.judging.history import analysis, page
+    from movebench.judging.history import run as runs
 
     try:
         if args.history_command == "add":

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from movebench.history import detect
+from movebench.judging.history import detect
 
 #: a change point whose first new run is among the newest this many runs of its series is "recent": what
 #: --fail-on regression fails on (the detector needs MIN_SIZE runs of the new level to see it)

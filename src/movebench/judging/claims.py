@@ -49,13 +49,14 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from movebench import families, references, resources
-from movebench.core import stats
+from movebench import families
+from movebench.core import resources, stats
 from movebench.core.layout import ResultsLayout
 from movebench.core.problems import schema_problems
 from movebench.core.sizes import SizeError, parse_size
 from movebench.core.tables import counted
-from movebench.references import log_distance, place, settle_words
+from movebench.judging import references
+from movebench.judging.references import log_distance, place, settle_words
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -488,7 +489,7 @@ def conditions_of(results) -> dict[tuple[str, str], dict]:
     else from the raw metas `compare.read_results` read."""
     import pandas as pd
 
-    from movebench.aggregate import flatten_meta
+    from movebench.engine.aggregate import flatten_meta
 
     out = {}
     for (family, point), meta in (results.metas or {}).items():
@@ -535,7 +536,7 @@ def judge(records: pd.DataFrame, document: dict | None = None, studies=None,
 
 def check(results, document: dict | None = None, studies=None) -> pd.DataFrame:
     """`judge` on a results folder (or `compare.Results`), with what its points ran on."""
-    from movebench.compare import Results, read_results
+    from movebench.judging.compare import Results, read_results
 
     results = results if isinstance(results, Results) else read_results(results)
     return judge(results.records, document, studies, conditions_of(results))

@@ -11,7 +11,7 @@ launches: round k of every point before round k+1 of any, in a shuffled order wi
 `launch_groups` gathers, in families whose section asks for it (`launch_groups`, kv's default), the
 launches of points that agree on what a launch fixes (`Family.launch_group_axes`) and have the same
 launch index into one `LaunchGroup`: one job, one launch, the points measured one after another in
-it (in an order `movebench.launch` shuffles with the run's seed), each still writing its own records.
+it (in an order `movebench.engine.launch` shuffles with the run's seed), each still writing its own records.
 A launch group, not a point, is then what the order places. Launches whose records stand join no group:
 a group holds only what a run is to measure, so a new sweep value's points form groups of their own.
 """
@@ -24,9 +24,10 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from movebench import families, stacks
-from movebench.config import CAMPAIGN, enabled_families
+from movebench import families
 from movebench.core.task import LAUNCH, Task, launch_path, planned_launches, point_path_of
+from movebench.engine import stacks
+from movebench.engine.config import CAMPAIGN, enabled_families
 
 #: the folder under a family's logs that holds its launch groups' logs
 LAUNCH_GROUP_LOGS = "groups"

@@ -14,9 +14,8 @@ from pathlib import Path
 import jinja2
 import pandas as pd
 
-from movebench import resources
-from movebench.core import records
-from movebench.history import analysis, detect, store
+from movebench.core import records, resources
+from movebench.judging.history import analysis, detect, store
 
 #: the series a family's section plots at most (the table lists every change point)
 MAX_PLOTS = 24

@@ -33,7 +33,7 @@ def schema(name: str) -> Path:
 
 def checkout() -> Path | None:
     """The source checkout the package runs from (an editable install or PYTHONPATH=src), or None when installed."""
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     return root if (root / "pyproject.toml").is_file() and (root / "src" / "movebench").is_dir() else None
 
 
@@ -48,7 +48,7 @@ def published_references() -> Path:
 
 
 def published_claims() -> Path:
-    """The studies' claims (`movebench.claims`): the checkout's `config/references/claims.yaml`, else the package's
+    """The studies' claims (`movebench.judging.claims`): the checkout's `config/references/claims.yaml`, else the package's
     own (`data/claims.yaml`; the checkout's file is a link to it), as `published_references`."""
     root = checkout()
     if root is not None and (root / CHECKOUT_CLAIMS).is_file():

@@ -3,7 +3,7 @@
 Snakemake deletes every output of a failed job, and a launch group that fails in one member must not lose the
 others; a snakemake that ended while a launch ran will rerun it. Either way the finished points' files are
 linked into the kept folder (`--kept`) with their task, and the rerun puts them back when the task is unchanged
-instead of measuring them again. A launch's member (`movebench.launch.Member`) says where its files go.
+instead of measuring them again. A launch's member (`movebench.engine.launch.Member`) says where its files go.
 """
 
 from __future__ import annotations

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from movebench import bounds, compare, families
+from movebench import families
 from movebench.core.units import sig
+from movebench.judging import bounds, compare
 
 LEVELS = ("bad", "warn", "info")
 

@@ -358,7 +358,7 @@ def partition_capacity(partition: str | None, run=_run):
     partition's MaxMemPerNode; cores: the smallest CPUTot. A point's job asks for its own memory with
     mem_mb; this is the most any job of the partition can get on one node.
     """
-    from movebench.admission import Capacity
+    from movebench.engine.admission import Capacity
 
     parts_proc = run(["scontrol", "show", "partition", "-o"])
     nodes_proc = run(["scontrol", "show", "node", "-o"])
@@ -471,7 +471,7 @@ def allocation_capacity(environ: dict, run=_run):
     Memory: SLURM_MEM_PER_NODE (the job asked --mem), else the smallest RealMemory of its nodes: without
     --mem a job may use a whole node's memory where the site tracks memory at all.
     """
-    from movebench.admission import Capacity
+    from movebench.engine.admission import Capacity
 
     info = allocation_info(environ, run)
     if info is None:

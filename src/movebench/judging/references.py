@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from movebench import families, resources
-from movebench.core import stats
+from movebench import families
+from movebench.core import resources, stats
 from movebench.core.problems import ConfigError, schema_problems, show
 from movebench.core.sizes import SizeError, parse_size
 from movebench.core.tables import counted
@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # annotations only: the config checks a references file (load
     import pandas as pd
 
 #: `published`: the studies movebench reproduces (config/references/published.yaml in a checkout, else the
-#: package's copy; movebench.resources.published_references)
+#: package's copy; movebench.core.resources.published_references)
 DEFAULT_FILE = resources.published_references()
 SCHEMA = resources.schema("references")
 
@@ -249,7 +249,7 @@ def check(results, references: dict | None = None) -> pd.DataFrame:
     """One row per reference and matched point (columns `COLUMNS`); `results` is a folder or `Results`."""
     import pandas as pd
 
-    from movebench.compare import Results, read_results
+    from movebench.judging.compare import Results, read_results
     from movebench.reportkit import ratio
 
     results = results if isinstance(results, Results) else read_results(results)

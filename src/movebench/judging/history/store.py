@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from movebench.history.run import Run
+from movebench.judging.history.run import Run
 
 #: what a store's `movebench_store` table says it is
 FORMAT = "movebench-history"

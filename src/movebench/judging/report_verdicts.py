@@ -13,13 +13,14 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from movebench import claims, families, references
+from movebench import families
 from movebench.core.layout import ResultsLayout
+from movebench.judging import claims, references
 
 if TYPE_CHECKING:  # annotations only: `config_problems` runs at config time, without pandas
     import pandas as pd
 
-    from movebench import compare
+    from movebench.judging import compare
 
 PUBLISHED = "published"
 
@@ -52,7 +53,7 @@ def noise_folders(campaign: dict) -> list[Path]:
 def inputs(config: dict) -> dict[str, list[str]]:
     """The report rule's inputs beyond this campaign's tables: the compared campaign's tables (and the A/A pair's
     of compare_noise_from), the references."""
-    from movebench import compare
+    from movebench.judging import compare
 
     campaign = config["campaign"]
     folder, refs = compare_folder(campaign), references_file(campaign)
@@ -172,7 +173,7 @@ def _threshold_problems(given: dict) -> list:
 
 def results_of(config: dict, sections: dict) -> compare.Results:
     """This campaign's `Results` from the tables the report already read."""
-    from movebench import compare
+    from movebench.judging import compare
 
     return compare.results_from_tables(config["campaign"]["results_dir"],
                                        {name: s["table"] for name, s in sections.items()},
@@ -184,7 +185,7 @@ def results_of(config: dict, sections: dict) -> compare.Results:
 
 def comparison(config: dict, results: compare.Results) -> dict | None:
     """The comparison with campaign.compare_to: its table, verdict counts, summary lines and the section's HTML."""
-    from movebench import compare
+    from movebench.judging import compare
 
     campaign = config["campaign"]
     folder = compare_folder(campaign)
@@ -223,7 +224,7 @@ def comparison(config: dict, results: compare.Results) -> dict | None:
 def stack_comparisons(config: dict, results: compare.Results) -> list[dict]:
     """Verdicts between the stacks each family ran (compare.between_stacks), at compare_thresholds: per pair,
     the counts, the summary lines and the section's HTML."""
-    from movebench import compare
+    from movebench.judging import compare
 
     given = thresholds(config["campaign"])
     out = []

@@ -302,12 +302,12 @@ def launcher_env(stack: dict | None) -> dict[str, str]:
 
 
 def main(argv=None) -> int:
-    """`python -m movebench.stacks [NAME ...] [--config FILE]`: install the stacks' environments (`make stacks`)."""
+    """`python -m movebench.engine.stacks [NAME ...] [--config FILE]`: install the stacks' environments (`make stacks`)."""
     import argparse
 
     import yaml
 
-    p = argparse.ArgumentParser(prog="python -m movebench.stacks", description=main.__doc__)
+    p = argparse.ArgumentParser(prog="python -m movebench.engine.stacks", description=main.__doc__)
     p.add_argument("names", nargs="*", help="stacks to install (default: every wheel stack defined)")
     p.add_argument("--config", help="a campaign whose campaign.stacks to take besides the built-in ones")
     args = p.parse_args(argv)

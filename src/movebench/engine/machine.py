@@ -6,7 +6,7 @@
   or refuses. `MOVEBENCH_LOCK=wait` (default), `no-wait` (refuse at once) or `off`;
   `MOVEBENCH_LOCK_FILE` moves the lock (default /tmp/movebench-benchmark.lock: /tmp is the one
   folder every user of the machine shares).
-- `RunningPoints`: every point `movebench.launch` runs is registered in a machine-wide folder while
+- `RunningPoints`: every point `movebench.engine.launch` runs is registered in a machine-wide folder while
   its kernel runs. When a point ends it lists the points still running (they overlapped it) and
   leaves its name with each of them, so that a point that ended earlier is known to the later one
   too. The lists go to each point's meta (`overlapped_with`) and the report flags those points:

@@ -61,7 +61,8 @@ def dragonrun(value_size: int) -> list[str]:
 
 def movebench_kv_point(operation: str, size: int, passes: int, tmp: Path, repetitions: int = 5,
                        warmups: int = 1, data_format: str = "bytes") -> dict:
-    """One kv point run as a campaign runs it (its JSON task, movebench.engine.launch); the median of its counted rounds."""
+    """One kv point run as a campaign runs it (its JSON task, movebench.engine.launch); the median of its counted
+    rounds."""
     keys = keys_per_client(SECTION, 1, 2, size)
     point = {"operation": operation, "nodes": 1, "clients_per_node": 2, "managers_per_node": 1, "value_size": size,
              "data_format": data_format}

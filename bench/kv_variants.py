@@ -1,7 +1,8 @@
 """What a DDict get costs the client loop: movebench's loop beside gups_ddict's, in one Dragon job.
 
 Run by bench/kv_gups.py (part B), or by hand:
-    python -m movebench.engine.launchers.dragon -- dragon -s python bench/kv_variants.py --operation get --value-size 4096
+    python -m movebench.engine.launchers.dragon -- dragon -s python bench/kv_variants.py --operation get \
+        --value-size 4096
 
 Two clients (one manager) put the same keys in two styles, untimed: movebench's (128-byte `bytes`
 keys, `bytes` values distinct per key, movebench.families.kv.kernel's make_keys/make_values) and gups_ddict's (keys

@@ -29,8 +29,9 @@ def launch_beside_load(tmp_path, policy: dict, load_s: float):
     # outside load: a full core spinning, not a descendant of the launch
     load = subprocess.Popen([PYTHON, "-c", SPIN.format(seconds=load_s)])
     try:
-        proc = subprocess.run([PYTHON, "-m", "movebench.engine.launch", "--task", json.dumps(task.to_dict()), "--launcher",
-                               MPIEXEC, "--out", str(out), "--meta", str(meta), "--failed", str(tmp_path / "f.json")],
+        proc = subprocess.run([PYTHON, "-m", "movebench.engine.launch", "--task", json.dumps(task.to_dict()),
+                               "--launcher", MPIEXEC, "--out", str(out), "--meta", str(meta),
+                               "--failed", str(tmp_path / "f.json")],
                               capture_output=True, text=True, timeout=300, env=env)
     finally:
         load.kill()

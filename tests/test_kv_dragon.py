@@ -157,7 +157,8 @@ def test_a_hanging_run_is_stopped_at_its_timeout_and_cleaned_up(tmp_path):
     marker = uuid.uuid4().hex
     before = dragon_segments()
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "movebench.engine.launchers.dragon", "--timeout", "25", "--grace", "3", "--",
+    proc = subprocess.run([sys.executable, "-m", "movebench.engine.launchers.dragon", "--timeout", "25", "--grace", "3",
+                           "--",
                            str(Path(sys.executable).with_name("dragon")), "-s", "hang.py"], capture_output=True,
                           text=True, cwd=tmp_path, timeout=90,
                           env=dict(os.environ, PYTHONPATH=str(ROOT / "src"), MOVEBENCH_TEST_RUN=marker))

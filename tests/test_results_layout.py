@@ -125,12 +125,14 @@ def test_the_report_and_the_tables_rerun_on_every_module_they_import():
 
     names = families.names()
     declared = {str(p.resolve()) for p in campaign.report_sources(names)}
-    missing = sorted(_loaded_by("movebench.judging.report", *(f"movebench.families.{n}.report" for n in names)) - declared)
+    loaded = _loaded_by("movebench.judging.report", *(f"movebench.families.{n}.report" for n in names))
+    missing = sorted(loaded - declared)
     assert not missing, f"the report imports these and its rule would not rerun on their edit: {missing}"
     for module in ("claims.py", "core/verdict.py", "reportkit.py", "findings.py"):
         assert str((SRC / module).resolve()) in declared
     for name in names:
         declared = {str(p.resolve()) for p in campaign.aggregate_sources(name)}
-        loaded = _loaded_by("movebench.engine.aggregate", f"movebench.families.{name}", f"movebench.families.{name}.report")
+        loaded = _loaded_by("movebench.engine.aggregate", f"movebench.families.{name}",
+                            f"movebench.families.{name}.report")
         assert not sorted(loaded - declared), name
         assert str((SRC / "core" / "verdict.py").resolve()) in declared

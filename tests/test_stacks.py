@@ -1,5 +1,5 @@
-"""Communication stacks and tuning variables as factors (movebench.engine.stacks, docs/stacks.md): validated, kept out of
-the default's path, run for real on each stack's own MPI library, and what ran recorded and checked."""
+"""Communication stacks and tuning variables as factors (movebench.engine.stacks, docs/stacks.md): validated, kept out
+of the default's path, run for real on each stack's own MPI library, and what ran recorded and checked."""
 
 from __future__ import annotations
 

@@ -152,8 +152,9 @@ from movebench import families
 print(json.dumps(families.load("memcopy").task({{"operation": "copy", "size": {size}}}, {{"copies": 5}}, 4, 1)
       .to_dict()))""", env)
     out = tmp_path / "raw" / f"size~{size}.jsonl"
-    done = subprocess.run([sys.executable, "-m", "movebench.engine.launch", "--task", json.dumps(task), "--out", str(out),
-                           "--meta", str(out.with_suffix(".meta.json")), "--failed", str(tmp_path / f"{size}.json"),
+    done = subprocess.run([sys.executable, "-m", "movebench.engine.launch", "--task", json.dumps(task),
+                           "--out", str(out), "--meta", str(out.with_suffix(".meta.json")),
+                           "--failed", str(tmp_path / f"{size}.json"),
                            "--log", str(tmp_path / f"{size}.log"), "--timeout", "60"],
                           capture_output=True, text=True, env=env, timeout=120)
     return done, out
@@ -196,7 +197,8 @@ def test_the_runtimes_check_before_the_start_fails_the_point_with_its_reason(thi
 
 def test_a_family_naming_no_runtime_is_refused_with_the_runtimes_there_are(third):
     bad = dict(third, MOVEBENCH_RUNTIMES="")
-    done = subprocess.run([sys.executable, "-c", "from movebench.engine import launchers; launchers.of_family('memcopy')"],
+    done = subprocess.run([sys.executable, "-c",
+                           "from movebench.engine import launchers; launchers.of_family('memcopy')"],
                           capture_output=True, text=True, env=bad, timeout=60)
     assert done.returncode != 0
     assert "family memcopy: runtime = 'plain': no such runtime; valid: dragon, mpi" in done.stderr

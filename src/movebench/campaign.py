@@ -97,7 +97,8 @@ def report_sources(family_names) -> list[Path]:
 def aggregate_sources(family: str) -> list[Path]:
     """The files whose change recomputes a family's tables: what aggregate imports, and the family's spec and report
     hooks with what they import."""
-    return _sources(["movebench.engine.aggregate", f"{families.__name__}.{family}", f"{families.__name__}.{family}.report"])
+    return _sources(["movebench.engine.aggregate", f"{families.__name__}.{family}",
+                     f"{families.__name__}.{family}.report"])
 
 
 def _sources(roots: list[str]) -> list[Path]:

@@ -153,8 +153,8 @@ BOUND_STYLE = {"ls": "--", "color": "black", "lw": 1.1, "marker": "_", "markersi
 
 def bound_line(ax, data: pd.DataFrame, x: str, scale: float = 1e9, label: str = "upper bound") -> bool:
     """The upper bound of the points in `data` (bandwidth summary rows with `bound_Bps`: the bound a point's
-    `FamilyReport.bound_request` found, movebench.judging.bounds) drawn on `ax` against `x` as a dashed black line, in the
-    plot's unit (`scale` bytes/s per unit)."""
+    `FamilyReport.bound_request` found, movebench.judging.bounds) drawn on `ax` against `x` as a dashed black line, in
+    the plot's unit (`scale` bytes/s per unit)."""
     if "bound_Bps" not in data:
         return False
     part = data.dropna(subset=["bound_Bps"])

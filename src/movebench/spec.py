@@ -322,9 +322,9 @@ def env_of(value: str) -> dict[str, str]:
     return dict(part.split("=", 1) for part in value.split()) if value else {}
 
 
-#: The communication stack (movebench.engine.stacks: an MPI library, its launcher, its variables) and the tuning variables
-#: set for the ranks: factors of the MPI families; `default` (the campaign's own Python and the profile's launcher)
-#: and no variable stay out of the path.
+#: The communication stack (movebench.engine.stacks: an MPI library, its launcher, its variables) and the tuning
+#: variables set for the ranks: factors of the MPI families; `default` (the campaign's own Python and the profile's
+#: launcher) and no variable stay out of the path.
 STACK = Axis("stack", "stacks", implicit="default")
 ENV = Axis("env", "env", env_combinations, implicit="")
 

@@ -48,8 +48,8 @@ def published_references() -> Path:
 
 
 def published_claims() -> Path:
-    """The studies' claims (`movebench.judging.claims`): the checkout's `config/references/claims.yaml`, else the package's
-    own (`data/claims.yaml`; the checkout's file is a link to it), as `published_references`."""
+    """The studies' claims (`movebench.judging.claims`): the checkout's `config/references/claims.yaml`, else the
+    package's own (`data/claims.yaml`; the checkout's file is a link to it), as `published_references`."""
     root = checkout()
     if root is not None and (root / CHECKOUT_CLAIMS).is_file():
         return root / CHECKOUT_CLAIMS

@@ -48,7 +48,8 @@ def _task_file(argv) -> tuple[str, object]:
     argv = sys.argv[1:] if argv is None else list(argv)
     if len(argv) != 1 or argv[0].startswith("-"):
         prog = sys.argv[0] if sys.argv and sys.argv[0] else "kernel"
-        sys.exit(f"usage: {prog} TASK.json  (a task written by python -m movebench.engine.launch; see movebench.runner)")
+        sys.exit(f"usage: {prog} TASK.json  (a task written by python -m movebench.engine.launch; "
+                 "see movebench.core.runner)")
     with open(argv[0]) as f:
         return argv[0], json.load(f)
 

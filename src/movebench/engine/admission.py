@@ -143,7 +143,8 @@ def problems(config: dict, todo: dict[str, list[dict]], capacity: Capacity) -> l
                              f"({capacity.where})")
             for room in fam.storage(point, section):
                 if room.node_local and not capacity.local_storage:
-                    continue  # another node's /dev/shm: the launcher there checks it (movebench.engine.launchers.dragon)
+                    # another node's /dev/shm: the launcher there checks it (movebench.engine.launchers.dragon)
+                    continue
                 if room.kept:
                     kept[room.path] += room.bytes
                 running[room.path].append((room.bytes, where, room.what))

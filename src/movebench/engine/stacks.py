@@ -302,7 +302,8 @@ def launcher_env(stack: dict | None) -> dict[str, str]:
 
 
 def main(argv=None) -> int:
-    """`python -m movebench.engine.stacks [NAME ...] [--config FILE]`: install the stacks' environments (`make stacks`)."""
+    """`python -m movebench.engine.stacks [NAME ...] [--config FILE]`: install the stacks' environments
+    (`make stacks`)."""
     import argparse
 
     import yaml

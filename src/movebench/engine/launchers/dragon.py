@@ -1,6 +1,7 @@
 """Run one program under the `dragon` launcher and leave nothing of it behind.
 
-    python -m movebench.engine.launchers.dragon [--meta M.json] [--shm-bytes N] [--env K=V] [--timeout S] -- dragon -s PROG ...
+    python -m movebench.engine.launchers.dragon [--meta M.json] [--shm-bytes N] [--env K=V] [--timeout S] \
+        -- dragon -s PROG ...
 
 Why a wrapper, and not `dragon` straight from `movebench.engine.launch`:
 
@@ -393,19 +394,22 @@ def run(argv, meta=None, shm_bytes=0, timeout=None, grace=GRACE_S, env=None, nod
         shutil.rmtree(scratch, ignore_errors=True)
     rc = run.proc.returncode
     if cleaned["killed_pids"] or cleaned["removed_segments"]:
-        print(f"movebench.engine.launchers.dragon: cleaned up after Dragon: killed {len(cleaned['killed_pids'])} processes, "
+        print(f"movebench.engine.launchers.dragon: cleaned up after Dragon: "
+              f"killed {len(cleaned['killed_pids'])} processes, "
               f"removed {len(cleaned['removed_segments'])} /dev/shm segments", file=sys.stderr, flush=True)
     for node, found in swept.items():
         if node == "error":
             print(f"movebench.engine.launchers.dragon: sweep of the other nodes: {found}", file=sys.stderr, flush=True)
         elif found["killed_pids"] or found["removed_segments"]:
-            print(f"movebench.engine.launchers.dragon: {node}: killed {len(found['killed_pids'])} processes of the run, "
+            print(f"movebench.engine.launchers.dragon: {node}: "
+                  f"killed {len(found['killed_pids'])} processes of the run, "
                   f"removed {len(found['removed_segments'])} /dev/shm segments", file=sys.stderr, flush=True)
     if meta:
         merge_meta(meta, {"start": run.start, "end": end, "wall_s": end - run.start, "returncode": rc,
                           "pids_seen": len(run.seen), **cleaned, "nodes_swept": swept})
     if reason:
-        print(f"movebench.engine.launchers.dragon: Dragon {reason}; stopped and cleaned up", file=sys.stderr, flush=True)
+        print(f"movebench.engine.launchers.dragon: Dragon {reason}; stopped and cleaned up", file=sys.stderr,
+              flush=True)
         return 124 if reason.startswith("timed out") else 130
     return rc
 
@@ -434,7 +438,8 @@ def command(task: Task, kernel: list[str], options: dict, metas=None) -> list[st
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m movebench.engine.launchers.dragon", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m movebench.engine.launchers.dragon",
+                                description=__doc__.split("\n\n")[0])
     p.add_argument("--meta", action="append", default=[],
                    help="a JSON file the program writes; launch timings are merged into it (repeated: a launch "
                         "group's files, each one that exists)")

@@ -9,10 +9,10 @@ import signal
 import subprocess
 from pathlib import Path
 
-#: What starts `python -m movebench.engine.launch` in the point rules with Ctrl-C and SIGTERM held back (GNU env, coreutils
-#: 8.31 on). Python's own start, runpy's import of the package and its compiling launch.py come before any line of
-#: launch's: a SIGINT there was a KeyboardInterrupt traceback of <frozen runpy> frames. Held back, it waits until
-#: launch's first lines have installed its handlers and let it through (launch.py's top), and the point fails as
+#: What starts `python -m movebench.engine.launch` in the point rules with Ctrl-C and SIGTERM held back (GNU env,
+#: coreutils 8.31 on). Python's own start, runpy's import of the package and its compiling launch.py come before any
+#: line of launch's: a SIGINT there was a KeyboardInterrupt traceback of <frozen runpy> frames. Held back, it waits
+#: until launch's first lines have installed its handlers and let it through (launch.py's top), and the point fails as
 #: interrupted like any other. Left uncovered: env's own start, before it blocks them (the default action, silent).
 BLOCKED_START = ("env", "--block-signal=INT,TERM")
 

@@ -100,7 +100,7 @@ def test_a_template_edit_reruns_the_report_only(copy):
     run()
 
 
-@pytest.mark.parametrize("module", ["claims.py", "report_verdicts.py", "findings.py"])
+@pytest.mark.parametrize("module", ["judging/claims.py", "judging/report_verdicts.py", "judging/findings.py"])
 def test_an_edit_to_a_module_only_the_report_imports_reruns_the_report_only(copy, module):
     """The report's rerun trigger is what it imports (campaign.report_sources), not a list kept by hand."""
     repo, _, run = copy

@@ -128,7 +128,7 @@ def test_the_report_and_the_tables_rerun_on_every_module_they_import():
     loaded = _loaded_by("movebench.judging.report", *(f"movebench.families.{n}.report" for n in names))
     missing = sorted(loaded - declared)
     assert not missing, f"the report imports these and its rule would not rerun on their edit: {missing}"
-    for module in ("claims.py", "core/verdict.py", "reportkit.py", "findings.py"):
+    for module in ("judging/claims.py", "core/verdict.py", "reportkit.py", "judging/findings.py"):
         assert str((SRC / module).resolve()) in declared
     for name in names:
         declared = {str(p.resolve()) for p in campaign.aggregate_sources(name)}

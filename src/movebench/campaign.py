@@ -33,8 +33,9 @@ PACKAGE = Path(__file__).resolve().parent
 #: Shared code every point runs through: its change reruns every point (families add their kernel files).
 # the shared measuring code: the buffers' memory (core/memory.py) and the persistent streams (core/p2p.py) are
 # part of what a figure measures
-RUNNER_SOURCES = ("launch.py", "launchers/__init__.py", "launchers/process.py", "core/task.py", "core/runner.py",
-                  "core/records.py", "core/timing.py", "core/adaptive.py", "core/memory.py", "core/p2p.py")
+RUNNER_SOURCES = ("engine/launch.py", "engine/launchers/__init__.py", "engine/launchers/process.py", "core/task.py",
+                  "core/runner.py", "core/records.py", "core/timing.py", "core/adaptive.py", "core/memory.py",
+                  "core/p2p.py")
 
 
 def validate(config: dict, warn=None) -> dict:

@@ -3,10 +3,8 @@ import json
 import os
 import sys
 
-from movebench import families
-from movebench.engine import launchers
-from movebench import campaign
-from movebench.engine import plan
+from movebench import campaign, families
+from movebench.engine import launchers, plan
 from movebench.core.layout import ResultsLayout
 from movebench.engine.launchers.process import blocked_start
 

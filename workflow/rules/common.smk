@@ -109,8 +109,9 @@ def group_params(group):
         "tasks": json.dumps({"group": tasks, "name": group.name}),
         "failed": FAILED,
         "kept": KEPT,
-        # each member gets the campaign's timeout
-        "timeout": CAMPAIGN["timeout"] * len(group.members),
+        # each member's own: launch stops the group when one member runs past it (counted from the previous
+        # member's finish); the job's Slurm limit (group_resources) is the allocation's, apart from it
+        "timeout": CAMPAIGN["timeout"],
         "launcher": lambda w, resources: getattr(resources, "mpi", "mpiexec"),
         "sources": SOURCES[group.family],
     }

@@ -175,7 +175,7 @@ def format_plan(jobs: list[PlannedJob], campaign: dict) -> str:
         lines.append(
             f"a launch group's limit: {GROUP_PLANNED_MARGIN:g} x its members' planned seconds + one point's limit = "
             + (f"{lows}" if lows == highs else f"{lows}-{highs}") + " min here (the Slurm -t); launch stops a point "
-            "at campaign.timeout, a group's launch at campaign.timeout x its members."
+            "at campaign.timeout, in a launch group too (each member's from the previous one's finish)."
         )
     if len(todo_jobs) != len(jobs):
         lines.append(f"still to run: {len(todo_jobs)} jobs, {total_todo_nh:.2f} node-hours (the others have records).")

@@ -211,9 +211,41 @@ def _signalled_within(signals: _Signals, seconds: float) -> bool:
     return True
 
 
-def _wait(run: _Run, timeout: float, signals: _Signals, before_stop) -> tuple[int | None, str | None]:
-    """The kernel's exit status, or why it was stopped (timeout or a signal to launch)."""
-    deadline = time.monotonic() + timeout
+class Deadline:
+    """campaign.timeout for each point of a launch: counted from the launch's start for its first point and from
+    the previous point's finish for each next one (a launch group's kernel runs its points in order), so that a
+    stuck point is stopped after its own timeout, not after its group's points' timeouts added up."""
+
+    def __init__(self, seconds: float, now: float):
+        self.seconds, self.finished, self.end = seconds, 0, now + seconds
+
+    def progress(self, finished: int, now: float) -> None:
+        """`finished` points of the launch are done by `now`: a new one starts the next point's timeout."""
+        if finished > self.finished:
+            self.finished, self.end = finished, now + self.seconds
+
+    def left(self, now: float) -> float:
+        return max(0.0, self.end - now)
+
+
+class _Finished:
+    """How many of a launch's points have finished, in the order they run: a point's records (its temporary `out`,
+    renamed into place by the kernel's writer, the meta after them) appear when it is done."""
+
+    def __init__(self, outs: list[Path]):
+        self.outs, self.count = outs, 0
+
+    def __call__(self) -> int:
+        while self.count < len(self.outs) and self.outs[self.count].exists():
+            self.count += 1
+        return self.count
+
+
+def _wait(run: _Run, timeout: float, signals: _Signals, before_stop,
+          finished=lambda: 0) -> tuple[int | None, str | None]:
+    """The kernel's exit status, or why it was stopped (timeout or a signal to launch). `timeout` is each point's
+    (`Deadline`); `finished()` counts the launch's points done so far."""
+    deadline = Deadline(timeout, time.monotonic())
     while True:
         if signals.stopped():
             if run.proc.poll() is not None:
@@ -224,13 +256,15 @@ def _wait(run: _Run, timeout: float, signals: _Signals, before_stop) -> tuple[in
             before_stop()
             run.stop()
             return run.proc.returncode, f"interrupted ({signals.name})"
-        if run.ended_within(min(0.2, max(0.0, deadline - time.monotonic()))):
+        if run.ended_within(min(0.2, deadline.left(time.monotonic()))):
             if run.proc.returncode != 0 and _signalled_within(signals, SIGNAL_GRACE_S):
                 # scancel signals the job's steps and its batch script with no order between them: a kernel
                 # killed by it may end before launch's own signal arrives
                 return run.proc.returncode, f"interrupted ({signals.name})"
             return run.proc.returncode, None
-        if time.monotonic() >= deadline:
+        now = time.monotonic()
+        deadline.progress(finished(), now)
+        if deadline.left(now) <= 0:
             before_stop()
             run.stop()
             return run.proc.returncode, f"timed out after {timeout:g} s (campaign.timeout)"
@@ -414,6 +448,8 @@ class Attempt:
     order: list = dataclasses.field(default_factory=list)
     #: per point (`where`): CPUs other processes kept busy while its repetitions ran (kernel_start to kernel_end)
     measuring: dict = dataclasses.field(default_factory=dict)
+    #: the point (`where`) that ran past campaign.timeout, when the launch was stopped on it
+    timed_out: str | None = None
 
     def load_of(self, member: "Member") -> dict | None:
         """The launch's load, with `other_cpus` the load while this member measured when its window is known."""
@@ -475,8 +511,11 @@ def _measure(to_run, name, members, args, runtime, env, task_path, signals) -> A
             run, reason = None, f"interrupted ({signals.name})"
         except OSError as exc:
             run, reason = None, f"could not start {argv[0]!r}: {exc.strerror or exc}"
+        finished, timed_out = _Finished([m.tmp("out") for m, _ in to_run]), None
         if run is not None:
-            rc, reason = _wait(run, args.timeout, signals, before_stop=watch.look)
+            rc, reason = _wait(run, args.timeout, signals, before_stop=watch.look, finished=finished)
+            if reason is not None and reason.startswith("timed out") and finished.count < len(to_run):
+                timed_out = to_run[finished.count][0].where  # the point that was running: the next after those done
             run.reader.join(timeout=5)
             for line in watch.summary_lines():
                 _say(line)
@@ -490,7 +529,7 @@ def _measure(to_run, name, members, args, runtime, env, task_path, signals) -> A
         _say(f"movebench: removed {len(leftovers)} shared-memory segment(s) the job left: {', '.join(leftovers)}")
     measuring = _measuring_windows(to_run, sampler) if sampler is not None else {}
     return Attempt(argv, run, rc, reason, started, ended, overlapped, leftovers, host_load,
-                   [m.where for m, _ in to_run], measuring)
+                   [m.where for m, _ in to_run], measuring, timed_out)
 
 
 #: The defaults of `campaign.disturbed` (schemas/config.schema.yaml says why these values).
@@ -646,7 +685,12 @@ def _run_launch(members: list[Member], name: str | None, args, signals: _Signals
         for member, task in to_run:
             mine = attempts[member.where]
             argv, run, rc, started, ended = mine.argv, mine.run, mine.rc, mine.started, mine.ended
-            why, recs = _outcome(member, mine.reason if mine is not attempt else reason)
+            member_reason = mine.reason if mine is not attempt else reason
+            if mine.timed_out and mine.order.index(member.where) > mine.order.index(mine.timed_out):
+                # not "timed out": the report counts those as points stopped on their limit, and this one never ran
+                member_reason = (f"never started: point {mine.timed_out}, before it in its launch group, ran past "
+                                 f"campaign.timeout ({args.timeout:g} s) and the launch was stopped")
+            why, recs = _outcome(member, member_reason)
             member_load = mine.load_of(member)
             common = {"overlapped_with": mine.overlapped, "shm_segments_removed": mine.leftovers,
                       "host_load": member_load, "disturbed": bool(policy.disturbed(member_load)),
@@ -770,7 +814,9 @@ def parser() -> argparse.ArgumentParser:
                           "one launch; each writes the --records and --metas path of its place")
     p.add_argument("--launcher", default="mpiexec",
                    help="MPI launcher; may contain {ranks} and {nodes}, else '-n <ranks>' is appended")
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds before the point is killed")
+    p.add_argument("--timeout", type=float, default=600.0,
+                   help="seconds a point may run before it is killed (campaign.timeout); with --group each point's, "
+                        "from the launch's start for the first and from the previous point's finish for each next")
     p.add_argument("--out", help="the point's records (.jsonl); with --task")
     p.add_argument("--meta", help="the point's meta (.meta.json); with --task")
     p.add_argument("--failed", required=True,

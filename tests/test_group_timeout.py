@@ -12,7 +12,7 @@ import pytest
 
 from conftest import MPIEXEC
 from movebench import families
-from movebench.launch import Deadline
+from movebench.engine.launch import Deadline
 
 PYTHON = sys.executable
 
@@ -53,7 +53,7 @@ def test_a_stuck_member_times_out_alone_and_the_launch_ends_on_its_own_timeout(t
     launcher = tmp_path / "stuck.py"
     launcher.write_text(STUCK_AFTER_FIRST.format(python=PYTHON, mpiexec=MPIEXEC))
     launcher.chmod(0o755)
-    proc = subprocess.run([PYTHON, "-m", "movebench.launch", "--group",
+    proc = subprocess.run([PYTHON, "-m", "movebench.engine.launch", "--group",
                            json.dumps({"name": "g", "group": [t.to_dict() for t in tasks]}), "--launcher",
                            str(launcher), "--timeout", str(timeout), "--records", *map(str, outs), "--metas",
                            *map(str, metas), "--failed", str(failed)],

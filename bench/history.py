@@ -331,7 +331,8 @@ def resampled(s: detect.Series, length: int, rng: np.random.Generator) -> detect
     return detect.Series(y=s.y[idx], se=s.se[idx], log=s.log, df=None if s.df is None else s.df[idx])
 
 
-def resample(folders: list[Path], lengths, draws: int, steps, seed: int = 0, alpha: float = detect.ALPHA) -> dict:
+def resample(folders: list[Path], lengths, draws: int, steps, seed: int = 0, alpha: float = detect.ALPHA,
+             misses: bool = False, min_size: int = detect.MIN_SIZE) -> dict:
     """What more runs would give: each real series' runs redrawn into series of each length (`draws` per series),
     A/A as drawn, then a step at the middle run. The runs' noise is the real one, outliers and modes included; what
     is lost is their order (a slow drift in the real runs becomes noise)."""
@@ -342,18 +343,25 @@ def resample(folders: list[Path], lengths, draws: int, steps, seed: int = 0, alp
     result = {}
     for length in lengths:
         made = [(key, resampled(s, length, rng), better) for key, s, better in found for _ in range(draws)]
-        aa = ours([s for _, s, _ in made], alpha)
+        aa = ours([s for _, s, _ in made], alpha, min_size)
         hit = sum(bool(g) for g in aa)
         row = {"aa_false_per_100_series": 100 * hit / len(made), "aa_series": len(made), "aa_false_series": hit}
         cells = [f"A/A {hit} of {len(made)} false ({100 * hit / len(made):.1f} per 100)"]
+        named = {"A/A false": [_label(key) for (key, _, _), g in zip(made, aa, strict=True) if g]}
         at = length // 2
         for factor in steps:
-            sc = score(ours([injected(s, better, factor, at=at) for _, s, better in made], alpha),
-                       [[at]] * len(made), tolerance=1)
+            got = ours([injected(s, better, factor, at=at) for _, s, better in made], alpha, min_size)
+            sc = score(got, [[at]] * len(made), tolerance=1)
             row[f"step_{factor}"] = sc
             cells.append(f"x{factor} recall {sc['recall']:.2f} ({sc['fp']} false)")
+            named[f"x{factor} missed"] = [_label(key) for (key, _, _), g in zip(made, got, strict=True)
+                                          if not any(abs(i - at) <= 1 for i in g)]
         result[length] = row
         print(f"  {length:3d} runs: " + "; ".join(cells), flush=True)
+        if misses:
+            for what, labels in named.items():
+                for label in sorted(set(labels), key=lambda v: -labels.count(v)):
+                    print(f"    {what}: {labels.count(label)} of {draws}: {label}")
     return result
 
 
@@ -408,6 +416,8 @@ def main(argv=None) -> int:
     rs.add_argument("--steps", type=lambda t: [float(v) for v in t.split(",")], default=list(STEPS))
     rs.add_argument("--seed", type=int, default=0)
     rs.add_argument("--alpha", type=float, default=detect.ALPHA)
+    rs.add_argument("--min-size", type=int, default=detect.MIN_SIZE)
+    rs.add_argument("--misses", action="store_true", help="name the series missed or flagged, with how often")
     rs.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     if args.command == "run":
@@ -420,7 +430,8 @@ def main(argv=None) -> int:
             args.json.write_text(json.dumps(result, indent=2))
         return 0
     if args.command == "resample":
-        result = resample(args.runs, args.lengths, args.draws, args.steps, args.seed, args.alpha)
+        result = resample(args.runs, args.lengths, args.draws, args.steps, args.seed, args.alpha, args.misses,
+                          args.min_size)
         if args.json:
             args.json.write_text(json.dumps(result, indent=2))
         return 0

@@ -4,7 +4,8 @@ Apache Otava's defaults and ruptures' PELT do on the same series.
 Run:
   .venv/bin/python bench/history.py                         # all of it: 10 campaigns (~30 min here), then the rest
   .venv/bin/python bench/history.py run /tmp/hist --runs 10  # the campaign (bench/history.yaml) 10 times: run-1..10
-  .venv/bin/python bench/history.py analyse /tmp/hist/run-*  # A/A false alarms and injected steps (seconds)
+  .venv/bin/python bench/history.py analyse /tmp/hist/run-*/ # A/A false alarms and injected steps (seconds)
+  .venv/bin/python bench/history.py resample /tmp/hist/run-*/ # the same runs redrawn into 10-30 run series (minutes)
   .venv/bin/python bench/history.py patterns                 # otava-test-data's patterns, no campaign (a minute)
   .venv/bin/python bench/history.py simulate                 # campaign-like series, no campaign (a few minutes)
 
@@ -24,6 +25,16 @@ mpiio, 3 patterns), 3 launches each, so each point-measure's series has N runs o
   minimum magnitude; one number per run) and ruptures 1.1.10's PELT (l2 cost, BIC penalty 2 sigma^2 log n, sigma
   from the median absolute successive difference), side by side;
 Target: false alarms at most the nominal rate (history.detect.ALPHA, 1 per 100 series), recall >= 90% at 1.5x.
+(`run-*/`, not `run-*`: `run` writes each run's config, run-<i>.yaml, beside its folder. The shell orders them
+run-1, run-10, run-2, ...: that is the runs' order then; sort them by number for the campaigns' own order.)
+`--at 4,5,6,7,8` puts the steps at those runs instead (a step at run 3 or 9 leaves fewer than MIN_SIZE runs on one
+side: not findable by design); `--alpha` and `--min-size` set movebench's detector's; `--misses` names the series it
+missed, and those with a false change point.
+
+`resample RUN_DIR... [--lengths 10,20,30] [--draws 5]`: what more runs would give, with no more campaigns: each real
+series' runs redrawn (with replacement, never the same run twice in a row, each with its own standard error) into
+series of each length, A/A, then with the steps at the middle run. The noise is the real runs' (modes and outliers
+included); what is lost is their order.
 
 `simulate [--series 1000] [--runs 10]`: the same analysis on series drawn as a campaign's would be (3 launches a run,
 each run's standard error estimated on 2 degrees of freedom, run-to-run noise beyond it of 0-2%): no campaign needed.
@@ -148,8 +159,13 @@ def score(found: list[list[int]], truth: list[list[int]], tolerance: int) -> dic
     return {"tp": tp, "fp": fp, "fn": fn, "precision": precision, "recall": recall, "f1": f1}
 
 
-def ours(series: list[detect.Series]) -> list[list[int]]:
-    return [[c.index for c in detect.detect(s).changes] for s in series]
+def ours(series: list[detect.Series], alpha: float = detect.ALPHA, min_size: int = detect.MIN_SIZE) -> list[list[int]]:
+    return [[c.index for c in detect.detect(_copy(s), alpha=alpha, min_size=min_size).changes] for s in series]
+
+
+def _copy(s: detect.Series) -> detect.Series:
+    """detect() writes its findings into the Series: the same A/A series goes through it once per setting"""
+    return detect.Series(y=s.y, se=s.se, log=s.log, df=s.df)
 
 
 def series_from_runs(folders: list[Path]) -> list[tuple[tuple, detect.Series, str]]:
@@ -189,20 +205,25 @@ def raw_values(s: detect.Series) -> list[float]:
     return (np.exp(s.y) if s.log else s.y).tolist()
 
 
-def analyse(folders: list[Path], python: str | None, with_others: bool = True) -> dict:
+def analyse(folders: list[Path], python: str | None, with_others: bool = True, at=(STEP_AT,),
+            alpha: float = detect.ALPHA, min_size: int = detect.MIN_SIZE, misses: bool = False) -> dict:
     found = series_from_runs(folders)
     if not found:
         raise SystemExit("bench/history: no primary point-measure measured in every run")
     print(f"{len(found)} series (point x primary measure) over {len(folders)} runs", flush=True)
-    return evaluate(found, python, with_others)
+    return evaluate(found, python, with_others, at=at, alpha=alpha, min_size=min_size, misses=misses)
 
 
-def evaluate(found: list[tuple], python: str | None, with_others: bool = True, steps=STEPS) -> dict:
-    """A/A false alarms per 100 series and precision / recall / F1 of steps injected at run 6, per detector."""
+def evaluate(found: list[tuple], python: str | None, with_others: bool = True, steps=STEPS, at=(STEP_AT,),
+             alpha: float = detect.ALPHA, min_size: int = detect.MIN_SIZE, misses: bool = False) -> dict:
+    """A/A false alarms per 100 series and precision / recall / F1 of steps injected at run 6 (or at each index of
+    `at`), per detector; `alpha` and `min_size` are movebench's detector's; `misses` lists the series it missed."""
     aa = [s for _, s, _ in found]
     n_runs = len(aa[0].y)
-    result = {"series": len(found), "runs": n_runs, "nominal_per_100": 100 * detect.ALPHA}
-    detectors = {"movebench": lambda ss: ours(ss)}
+    result = {"series": len(found), "runs": n_runs, "nominal_per_100": 100 * alpha}
+    if (alpha, min_size) != (detect.ALPHA, detect.MIN_SIZE):
+        print(f"  (movebench's detector at alpha {alpha:g}, min_size {min_size})")
+    detectors = {"movebench": lambda ss: ours(ss, alpha, min_size)}
     if with_others:
         py = others_python(python)
         cache: dict[int, dict] = {}
@@ -221,19 +242,35 @@ def evaluate(found: list[tuple], python: str | None, with_others: bool = True, s
         hit = sum(bool(g) for g in got)
         result[f"{name}_aa"] = {"false_per_100_series": 100 * hit / len(aa), "false_change_points": false}
         print(f"  {name:10s} A/A: {hit} of {len(aa)} series with a false change point "
-              f"({100 * hit / len(aa):.1f} per 100; nominal {100 * detect.ALPHA:.0f}), {false} false change points")
-    if n_runs <= STEP_AT + 1:
-        print(f"  (steps at run {STEP_AT + 1} need more than {STEP_AT + 1} runs)")
-        return result
-    for factor in steps:
-        copies = [injected(s, better, factor) for _, s, better in found]
-        truth = [[STEP_AT]] * len(copies)
-        for name, fn in detectors.items():
-            sc = score(fn(copies), truth, tolerance=1)
-            result[f"{name}_step_{factor}"] = sc
-            print(f"  {name:10s} step x{factor}: precision {sc['precision']:.2f} recall {sc['recall']:.2f} "
-                  f"F1 {sc['f1']:.2f} ({sc['tp']} found, {sc['fn']} missed, {sc['fp']} false)")
+              f"({100 * hit / len(aa):.1f} per 100; nominal {100 * alpha:g}), {false} false change points")
+        if misses and name == "movebench":
+            for (key, _, _), g in zip(found, got, strict=True):
+                if g:
+                    print(f"    false: {_label(key)} at run {', '.join(str(i + 1) for i in g)}")
+    for k in at:
+        if not 0 < k < n_runs:
+            print(f"  (a step at run {k + 1} needs runs on both sides of it: {n_runs} runs)")
+            continue
+        where = "" if k == STEP_AT else f" at run {k + 1}"
+        for factor in steps:
+            copies = [injected(s, better, factor, at=k) for _, s, better in found]
+            truth = [[k]] * len(copies)
+            for name, fn in detectors.items():
+                got = fn(copies)
+                sc = score(got, truth, tolerance=1)
+                result[f"{name}_step_{factor}" + ("" if k == STEP_AT else f"_at_{k + 1}")] = sc
+                print(f"  {name:10s} step x{factor}{where}: precision {sc['precision']:.2f} recall {sc['recall']:.2f} "
+                      f"F1 {sc['f1']:.2f} ({sc['tp']} found, {sc['fn']} missed, {sc['fp']} false)")
+                if misses and name == "movebench":
+                    for (key, _, _), g in zip(found, got, strict=True):
+                        if not any(abs(i - k) <= 1 for i in g):
+                            print(f"    missed: {_label(key)}" + (f" (found at run {', '.join(str(i + 1) for i in g)})"
+                                                                   if g else ""))
     return result
+
+
+def _label(key) -> str:
+    return " ".join(str(v) for v in key[1:]) if key else "(simulated)"
 
 
 def patterns(seeds: int, python: str | None) -> dict:
@@ -281,6 +318,53 @@ def simulate(series: int, runs: int, python: str | None, seed: int = 0, steps=ST
     return evaluate([(None, s, "lower") for s in made], python, steps=steps)
 
 
+def resampled(s: detect.Series, length: int, rng: np.random.Generator) -> detect.Series:
+    """A series of `length` runs drawn from `s`'s own runs with replacement, each with its estimate, standard error
+    and degrees of freedom, no run drawn twice in a row (a repeat would be a successive difference of exactly 0, which
+    no two real runs give, and would pull the run-to-run variance's estimate down)."""
+    n = len(s.y)
+    idx = [int(rng.integers(n))]
+    for _ in range(length - 1):
+        step = int(rng.integers(1, n))
+        idx.append((idx[-1] + step) % n)
+    idx = np.array(idx)
+    return detect.Series(y=s.y[idx], se=s.se[idx], log=s.log, df=None if s.df is None else s.df[idx])
+
+
+def resample(folders: list[Path], lengths, draws: int, steps, seed: int = 0, alpha: float = detect.ALPHA,
+             misses: bool = False, min_size: int = detect.MIN_SIZE) -> dict:
+    """What more runs would give: each real series' runs redrawn into series of each length (`draws` per series),
+    A/A as drawn, then a step at the middle run. The runs' noise is the real one, outliers and modes included; what
+    is lost is their order (a slow drift in the real runs becomes noise)."""
+    found = series_from_runs(folders)
+    rng = np.random.default_rng(seed)
+    print(f"{len(found)} series over {len(folders)} runs, redrawn {draws} times each at each length; a step at the "
+          "middle run", flush=True)
+    result = {}
+    for length in lengths:
+        made = [(key, resampled(s, length, rng), better) for key, s, better in found for _ in range(draws)]
+        aa = ours([s for _, s, _ in made], alpha, min_size)
+        hit = sum(bool(g) for g in aa)
+        row = {"aa_false_per_100_series": 100 * hit / len(made), "aa_series": len(made), "aa_false_series": hit}
+        cells = [f"A/A {hit} of {len(made)} false ({100 * hit / len(made):.1f} per 100)"]
+        named = {"A/A false": [_label(key) for (key, _, _), g in zip(made, aa, strict=True) if g]}
+        at = length // 2
+        for factor in steps:
+            got = ours([injected(s, better, factor, at=at) for _, s, better in made], alpha, min_size)
+            sc = score(got, [[at]] * len(made), tolerance=1)
+            row[f"step_{factor}"] = sc
+            cells.append(f"x{factor} recall {sc['recall']:.2f} ({sc['fp']} false)")
+            named[f"x{factor} missed"] = [_label(key) for (key, _, _), g in zip(made, got, strict=True)
+                                          if not any(abs(i - at) <= 1 for i in g)]
+        result[length] = row
+        print(f"  {length:3d} runs: " + "; ".join(cells), flush=True)
+        if misses:
+            for what, labels in named.items():
+                for label in sorted(set(labels), key=lambda v: -labels.count(v)):
+                    print(f"    {what}: {labels.count(label)} of {draws}: {label}")
+    return result
+
+
 def run_campaigns(out: Path, runs: int, config: Path) -> list[Path]:
     import yaml
 
@@ -311,6 +395,13 @@ def main(argv=None) -> int:
     a.add_argument("runs", nargs="+", type=Path)
     a.add_argument("--no-others", action="store_true", help="movebench's detector only")
     a.add_argument("--json", type=Path)
+    a.add_argument("--at", type=lambda t: [int(v) - 1 for v in t.split(",")], default=[STEP_AT],
+                   help="the runs (counted from 1) where the steps start, e.g. 4,5,6,7,8 (default: 6)")
+    a.add_argument("--alpha", type=float, default=detect.ALPHA,
+                   help="movebench's detector's level (default: %(default)s)")
+    a.add_argument("--min-size", type=int, default=detect.MIN_SIZE,
+                   help="movebench's detector's fewest runs of a level (default: %(default)s)")
+    a.add_argument("--misses", action="store_true", help="name the series movebench's detector missed or flagged")
     p = sub.add_parser("patterns")
     p.add_argument("--seeds", type=int, default=20)
     m = sub.add_parser("simulate")
@@ -318,12 +409,29 @@ def main(argv=None) -> int:
     m.add_argument("--runs", type=int, default=10)
     m.add_argument("--steps", type=lambda t: [float(v) for v in t.split(",")], default=list(STEPS),
                    help="the steps injected at run 6, e.g. 1.02,1.05,1.1 (default: 1.25,1.5,2)")
+    rs = sub.add_parser("resample", help="the real runs redrawn into longer series: what more runs would give")
+    rs.add_argument("runs", nargs="+", type=Path)
+    rs.add_argument("--lengths", type=lambda t: [int(v) for v in t.split(",")], default=[10, 20, 30])
+    rs.add_argument("--draws", type=int, default=5, help="series drawn per real series and length (default: 5)")
+    rs.add_argument("--steps", type=lambda t: [float(v) for v in t.split(",")], default=list(STEPS))
+    rs.add_argument("--seed", type=int, default=0)
+    rs.add_argument("--alpha", type=float, default=detect.ALPHA)
+    rs.add_argument("--min-size", type=int, default=detect.MIN_SIZE)
+    rs.add_argument("--misses", action="store_true", help="name the series missed or flagged, with how often")
+    rs.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     if args.command == "run":
         run_campaigns(args.out, args.runs, args.config)
         return 0
     if args.command == "analyse":
-        result = analyse(args.runs, args.others_python, with_others=not args.no_others)
+        result = analyse(args.runs, args.others_python, with_others=not args.no_others, at=args.at, alpha=args.alpha,
+                         min_size=args.min_size, misses=args.misses)
+        if args.json:
+            args.json.write_text(json.dumps(result, indent=2))
+        return 0
+    if args.command == "resample":
+        result = resample(args.runs, args.lengths, args.draws, args.steps, args.seed, args.alpha, args.misses,
+                          args.min_size)
         if args.json:
             args.json.write_text(json.dumps(result, indent=2))
         return 0

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from history_support import write_run
-from movebench.history import detect
+from movebench.judging.history import detect
 
 SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "history.py"
 _spec = importlib.util.spec_from_file_location("bench_history_recall", SCRIPT)

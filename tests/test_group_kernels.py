@@ -163,17 +163,27 @@ def test_bcast_memory_of_a_point_is_its_own_in_a_group(tmp_path):
 @pytest.mark.mpi
 def test_a_bcast_points_memory_does_not_depend_on_its_place_in_the_group(tmp_path):
     """The same 320 kB point first and third: without the launch's rehearsal (bcast.kernel.rehearse) the first
-    showed ~1.1 MB more RSS high-water mark per receiver, the process's first pass through the code."""
+    showed ~1.1 MB more RSS high-water mark per receiver, the process's first pass through the code; with one
+    rehearsal pass 140-270 kB more, in every launch (docs/notes/kernels.md, sections 12 and 13).
+
+    A place effect shows in every launch. Under load, one launch in several can charge one of its points for a late
+    receiver's unexpected-message copy (section 13), so a second launch is asked for before failing: a place
+    effect fails both."""
     point = {"kind": "dense", "method": "buffer", "nodes": 1, "ranks": 2, "shape": "200x200", "dtype": "float64"}
     other = {**point, "method": "pickle"}
-    tasks = [make_task("bcast", p, {"seed": 2024}, repetitions=3, warmups=1) for p in (point, other, point)]
-    proc, done = run_group(tasks, tmp_path)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    (first, _), _, (third, _) = done
-    payload = first[0]["payload_bytes"]
-    first_delta = max(r["rss_hwm_delta_bytes"] for r in first[1:])
-    third_delta = max(r["rss_hwm_delta_bytes"] for r in third[1:])
-    assert abs(first_delta - third_delta) < 0.5 * payload, (first_delta, third_delta)
+    gaps = []
+    for attempt in range(2):
+        tasks = [make_task("bcast", p, {"seed": 2024}, repetitions=3, warmups=1) for p in (point, other, point)]
+        proc, done = run_group(tasks, tmp_path / f"launch-{attempt}")
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        (first, _), _, (third, _) = done
+        payload = first[0]["payload_bytes"]
+        first_delta = max(r["rss_hwm_delta_bytes"] for r in first[1:])
+        third_delta = max(r["rss_hwm_delta_bytes"] for r in third[1:])
+        gaps.append((first_delta, third_delta))
+        if abs(first_delta - third_delta) < 0.5 * payload:
+            return
+    raise AssertionError(f"first and third point's RSS high-water deltas, two launches: {gaps}; bound {0.5 * payload}")
 
 
 # --- kv: one Dragon run for the group ---

@@ -27,6 +27,7 @@ max_seconds, failed), the median's relative 95% CI half-width over the counted e
 from __future__ import annotations
 
 import errno
+import functools
 import gc
 import json
 import sys
@@ -122,12 +123,20 @@ def release_memory() -> None:
 
 def trim_heap() -> None:
     """Hand the heap's free pages back to the kernel (glibc's malloc_trim), so that RSS holds live memory only."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim():
+    """glibc's malloc_trim, looked up once (each ctypes.CDLL makes a new class, garbage until a collection)."""
     try:
         import ctypes
 
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
+        return ctypes.CDLL("libc.so.6").malloc_trim
     except (OSError, AttributeError):  # not glibc: nothing to trim by name
-        pass
+        return None
 
 
 def run_mpi(comm, task: Task, measure, extra_meta=None, started: float | None = None) -> list[dict]:

@@ -386,13 +386,9 @@ def probe_broadcast(comm, method, source, state, rss_baseline) -> tuple[int, int
     """
     import tracemalloc
 
-    from movebench.core.runner import trim_heap
-
-    # Heap freed since the baseline is handed back first: under load a receiver that came late to an earlier
-    # broadcast got its message as an unexpected one, which MPI copied into a heap buffer and freed; glibc kept
-    # those pages resident and every later probe of the point was charged ~1.5 payloads for them
-    # (docs/notes/kernels.md, section 13).
-    trim_heap()
+    # The heap is not trimmed here, although freed pages an earlier broadcast left resident count in this probe
+    # (a late receiver's unexpected-message copy, under load): a trim before every probe made the timed
+    # broadcasts of small pickle points 1.2-1.4x slower (docs/notes/kernels.md, section 13).
     tracemalloc.start()
     reset_rss_peak()
     received = PROBE_BROADCASTS[method](comm, source, state)

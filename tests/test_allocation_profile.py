@@ -307,3 +307,33 @@ def test_dragon_points_are_refused_where_snakemake_runs_on_no_node_of_the_alloca
     assert line.startswith("kv ") and "make sbatch" in line
     assert campaign.off_allocation(todo, {"SLURM_JOB_ID": "7", "SLURMD_NODENAME": "n1"}) == []
     assert campaign.off_allocation({"shuffle": [{"pattern": "uni"}]}, {"SLURM_JOB_ID": "7"}) == []
+
+
+@pytest.mark.slurm
+def test_a_sweep_extended_by_one_value_measures_only_its_points_in_the_next_allocation(slurm_cluster, tmp_path):
+    # As tests/test_sweep_extension.py under the local profile: launch groups on, the old records byte for byte.
+    config = json.loads(json.dumps(TINY))
+    config["campaign"]["launches"] = 2
+    config["shuffle"].update(nodes=[1], message_sizes=["4KiB"], launch_groups=True)
+    write_config(tmp_path, config)
+    env = slurm_client_env(slurm_cluster)
+    proc, _ = in_allocation(1, tmp_path, env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    first_job = granted(proc.stderr)
+    raw = tmp_path / "results" / "raw" / "shuffle"
+    before = {p.relative_to(raw).as_posix(): p.read_bytes() for p in sorted(raw.rglob("*")) if p.is_file()}
+    assert len([p for p in before if p.endswith(".jsonl")]) == 2  # 1 point x 2 launches
+
+    config["shuffle"]["message_sizes"] = ["4KiB", "8KiB"]
+    write_config(tmp_path, config)
+    proc, _ = in_allocation(1, tmp_path, env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    second_job = granted(proc.stderr)
+    after = {p.relative_to(raw).as_posix(): p.read_bytes() for p in sorted(raw.rglob("*")) if p.is_file()}
+    assert {name: after.get(name) for name in before} == before  # every old file, byte for byte
+    added = sorted(set(after) - set(before))
+    point = "pattern~uni/nodes~1/ranks~2/message_size~8192/window~4"
+    assert [name for name in added if name.endswith(".jsonl")] == [f"{point}.jsonl", f"{point}/launch~1.jsonl"], added
+    jobs = {point: meta["slurm_job_id"] for point, meta in metas(tmp_path).items()}
+    assert {job for point, job in jobs.items() if "message_size~8192" in point} == {second_job}, jobs
+    assert {job for point, job in jobs.items() if "message_size~4096" in point} == {first_job}, jobs

@@ -118,11 +118,6 @@ def release_memory() -> None:
     its allocations would reuse it without growing RSS (bcast measures exactly that growth).
     """
     gc.collect()
-    trim_heap()
-
-
-def trim_heap() -> None:
-    """Hand the heap's free pages back to the kernel (glibc's malloc_trim), so that RSS holds live memory only."""
     trim = _malloc_trim()
     if trim is not None:
         trim(0)

@@ -104,10 +104,14 @@ def run_compare(args) -> int:
     for line in comparing.summary_lines(frame):
         print("  " + line)
     print(f"  wrote {page} and {csv}")
-    wanted = {v.replace("-", " ") for v in args.fail_on}
-    hit = sorted(wanted & set(frame["verdict"]))
+    return _fail_on("compare", args.fail_on, frame["verdict"])
+
+
+def _fail_on(command: str, fail_on, found) -> int:
+    """1 when any verdict `found` is one --fail-on names (spelled with dashes), saying which; else 0."""
+    hit = sorted({v.replace("-", " ") for v in fail_on} & set(found))
     if hit:
-        print(f"movebench compare: failing (--fail-on): {', '.join(hit)}", file=sys.stderr)
+        print(f"movebench {command}: failing (--fail-on): {', '.join(hit)}", file=sys.stderr)
         return 1
     return 0
 
@@ -147,9 +151,4 @@ def run_check(args) -> int:
         for r in judged.itertuples():
             print(f"  {r.status.upper():15s} {r.id}: {r.evidence}")
         print(f"  wrote {out / 'claims.csv'}")
-    wanted = {s.replace("-", " ") for s in args.fail_on}
-    hit = sorted(wanted & set(frame["status"]))
-    if hit:
-        print(f"movebench check: failing (--fail-on): {', '.join(hit)}", file=sys.stderr)
-        return 1
-    return 0
+    return _fail_on("check", args.fail_on, frame["status"])

@@ -551,14 +551,18 @@ def measure_task(comm, task, group_meta=None):
             window.Free()
 
 
+#: passes of the rehearsal before a launch's first point (docs/notes/kernels.md, section 13)
+REHEARSALS = 3
+
+
 def rehearse(comm, task) -> None:
-    """The launch's first point, as a 4x4 dense array, measured twice and thrown away before any point is.
+    """The launch's first point, as a 4x4 dense array, measured REHEARSALS times and thrown away before any point is.
 
     A launch's first broadcast point showed 1.1 MB more RSS high-water mark per receiver than the same point later
     in the launch (the process's first pass through the code: lazy imports, the heap's first growth), and a launch
     draws its order anew: the memory a point reported depended on its place (docs/notes/kernels.md, section 12).
-    After one pass the next point still grew the brk heap by 140-270 kB more than later points did: the heap takes
-    its steady shape in the second task (section 13).
+    After one pass the next point still grew the brk heap by 140-270 kB more than later points did, and after two
+    still did with some sizes of the environment: three passes held at every size tried (section 13).
     """
     import dataclasses
     import tempfile
@@ -568,9 +572,9 @@ def rehearse(comm, task) -> None:
     with tempfile.TemporaryDirectory(prefix="movebench-bcast-rehearsal-") as folder:
         point = {**task.point, "kind": "dense", "shape": "4x4"}
         rehearsal = dataclasses.replace(task, point=point, out=f"{folder}/records.jsonl", meta=f"{folder}/meta.json")
-        measure_task(comm, rehearsal)
-        release_memory()
-        measure_task(comm, rehearsal)
+        for _ in range(REHEARSALS):
+            measure_task(comm, rehearsal)
+            release_memory()
 
 
 def main(argv=None):

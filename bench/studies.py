@@ -12,6 +12,11 @@ measured: delete that folder for a fresh measurement, or pass --results-root for
     python bench/studies.py --results-root /tmp/s   # results in /tmp/s/<study>/ (a copy of each config)
     python bench/studies.py --json out.json         # also the rows as JSON
     python bench/studies.py shuffle-cluster ddict-cluster   # across nodes (as root: the namespace test cluster)
+    python bench/studies.py --docs                  # also rewrite each study's table in docs/studies.md
+
+`--docs` replaces, for each study run, the block between `<!-- study:<s> -->` and `<!-- /study:<s> -->` in
+docs/studies.md ("What the studies gave here") with the command, the commit, the wall time and every claim's
+verdict and evidence as the study's report judges them (claims.check on its results folder).
 
 The `-cluster` campaigns (config/studies/<study>-cluster.yaml: the claims over nodes) run as a user runs them on
 the test cluster, `snakemake --profile slurm --workflow-profile profiles/slurm-testcluster --configfile ...`,
@@ -23,7 +28,9 @@ limits a transfer between nodes), restored after.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -51,7 +58,8 @@ def run(study: str, results_root: Path | None, extra: list[str]) -> dict:
         config.write_text(yaml.safe_dump(document, sort_keys=False))
     results = Path(yaml.safe_load(config.read_text())["campaign"]["results_dir"])
     results = results if results.is_absolute() else ROOT / results
-    command = [sys.executable, "-m", "snakemake", "--profile", "local", "--configfile", str(config), *extra]
+    shown = config.relative_to(ROOT) if config.is_relative_to(ROOT) else config
+    command = [sys.executable, "-m", "snakemake", "--profile", "local", "--configfile", str(shown), *extra]
     env = None
     cluster = started = before = None
     if study.endswith("-cluster"):
@@ -78,7 +86,8 @@ def run(study: str, results_root: Path | None, extra: list[str]) -> dict:
         if started is not None:
             started.stop()
     wall = time.monotonic() - start
-    out = {"study": study, "command": " ".join(command[1:]), "returncode": done.returncode, "wall_s": round(wall, 1),
+    out = {"study": study, "command": " ".join(["snakemake", *command[3:]]), "returncode": done.returncode,
+           "wall_s": round(wall, 1),
            "report": str(results / "report.html"), "claims": []}
     if (results / "tables").is_dir() or (results / "raw").is_dir():
         studies = yaml.safe_load(config.read_text())["campaign"]["studies"]
@@ -87,11 +96,48 @@ def run(study: str, results_root: Path | None, extra: list[str]) -> dict:
     return out
 
 
+DOCS = ROOT / "docs" / "studies.md"
+
+
+def _cell(text) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def table(row: dict, commit: str, day: str) -> str:
+    """One study's block of docs/studies.md: how it was run, and its claims as the report judges them."""
+    counts = {}
+    for c in row["claims"]:
+        counts[c["status"]] = counts.get(c["status"], 0) + 1
+    tally = ", ".join(f"{n} {status}" for status, n in counts.items()) or "no claim judged"
+    lines = [f"<!-- study:{row['study']} -->", f"**{row['study']}**: `{row['command']}` at {commit}, {day}: "
+             f"{row['wall_s']:.0f} s, exit {row['returncode']}; {tally}.", "",
+             "| claim | verdict | evidence |", "|---|---|---|"]
+    lines += [f"| {c['id']} | {c['status']} | {_cell(c['evidence'])} |" for c in row["claims"]]
+    return "\n".join(lines + [f"<!-- /study:{row['study']} -->"])
+
+
+def rewrite_docs(rows: list[dict], path: Path = DOCS) -> None:
+    """Each run study's block of `path` replaced by `table` (a study without a block: an error naming it)."""
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip() or "unknown"
+    day = dt.date.today().isoformat()
+    text = path.read_text()
+    for row in rows:
+        block = re.compile(rf"<!-- study:{re.escape(row['study'])} -->.*?<!-- /study:{re.escape(row['study'])} -->",
+                           re.S)
+        if not block.search(text):
+            raise SystemExit(f"{path}: no <!-- study:{row['study']} --> block to rewrite")
+        text = block.sub(lambda _m, r=row: table(r, commit, day), text)
+    path.write_text(text)
+    print(f"rewrote {', '.join(r['study'] for r in rows)} in {path}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("studies", nargs="*", help="some of " + ", ".join(STUDIES) + " (default: all)")
     parser.add_argument("--results-root", type=Path)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--docs", action="store_true", help="rewrite each run study's table in docs/studies.md")
     parser.add_argument("--snakemake-args", nargs=argparse.REMAINDER, default=[])
     args = parser.parse_args()
     unknown = sorted(set(args.studies) - set(STUDIES))
@@ -106,6 +152,8 @@ def main() -> int:
             print(f"  {c['status']:15s} {c['id']}: {c['evidence'][:400]}")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
+    if args.docs:
+        rewrite_docs(rows)
     return max((r["returncode"] for r in rows), default=0)
 
 

@@ -11,7 +11,7 @@ from movebench import families
 from movebench.engine import config as cc
 from movebench.engine import launchers, plan
 from movebench.engine.launchers import dragon as dragonrun
-from movebench.families.kv import FAMILY, keys_per_client
+from movebench.families.kv import FAMILY, benchit_passes, keys_per_client
 from movebench.families.kv.kernel import KEY_BYTES, aggregate, make_data, make_keys, make_values, timed_passes, verify
 
 
@@ -122,6 +122,19 @@ def test_grid_and_launch_command():
     assert cmd[cmd.index("--nodes") + 1] == "4"  # the Dragon launcher sweeps the 4 nodes after the run
     four.settings["transport"] = None  # Dragon's own choice: its dragon-config files, else TCP
     assert launchers.runtime(four).command(four, "task.json")[dragon_at + 1:dragon_at + 3] == ["-N", "4"]
+
+
+def test_iterations_benchit_follows_gups_ddicts_schedule_by_value_size():
+    # gups_ddict --benchit (iterations 1, max_iterations 4): 1 pass up to 2 MiB, then 2, 3, and 4 from 16 MiB
+    assert [benchit_passes(2**k) for k in range(10, 27)] == [1] * 12 + [2, 3, 4, 4, 4]
+    assert benchit_passes(100) == 1 and benchit_passes(3 * 1024**2) == 2  # between powers: the next one up
+    config = cc.validate(base(iterations="benchit", operations=["put"], value_sizes=["1KiB", "4MiB"],
+                              total_mem="64MiB", keys_per_client=2, clients_per_node=[1]))
+    tasks = plan.tasks(config, plan.grid(config))["kv"].values()
+    assert {(t.point["value_size"], t.settings["iterations"]) for t in tasks} == {(1024, 1), (4 * 1024**2, 2)}
+    with pytest.raises(cc.ConfigError) as err:
+        cc.validate(base(iterations="often"))
+    assert "kv.iterations = 'often'" in err.value.message() and "'benchit'" in err.value.message()
 
 
 @pytest.mark.parametrize(

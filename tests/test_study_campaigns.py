@@ -55,6 +55,7 @@ def test_published_campaigns_carry_the_studies_parameters(monkeypatch):
     assert kv["data_formats"] == ["numpy"] and kv["mem_frac"] == 0.6 and kv["value_sizes"]["to"] == "64MiB"
     grid = plan.grid(configs["ddict"])["kv"]
     assert len({p["value_size"] for p in grid}) == 17  # 1 KiB .. 64 MiB by powers of two
+    assert kv["iterations"] == "benchit"  # the seed's passes per size, not 4 everywhere
     io = configs["cloud-output"]["io"]
     assert (io["ranks"], io["nodes"], io["repetitions"] if "repetitions" in io else
             configs["cloud-output"]["campaign"]["repetitions"]) == ([20], [5], 100)

@@ -28,6 +28,22 @@ def keys_per_client(section: dict, nodes: int, clients_per_node: int, value_size
     return int(min(section["max_keys"], math.floor(share)))
 
 
+def benchit_passes(value_size: int) -> int:
+    """The passes gups_ddict's --benchit times at `value_size` (examples/benchmarks/gups_ddict.py, DDictGUPS.driver
+    with iterations 1 and max_iterations 4): 1 at 1 KiB, and at every doubling int(0.7 x passes), at least 1, plus
+    int(0.7 x k) at the k-th size above 1 MiB, at most 4. Its timer also covers one pass more than it counts
+    (kernel.py's docstring); this is the count, as movebench times exactly that many."""
+    passes, above, size = 1, 1, 1024
+    while size < value_size:
+        size *= 2
+        passes = max(1, int(passes * 0.7))
+        if size > 1024**2:
+            passes += int(above * 0.7)
+            above += 1
+        passes = min(passes, 4)
+    return passes
+
+
 def shm_bytes(total_mem_per_node: int, value_size: int, clients_per_node: int) -> int:
     """What one node's /dev/shm must hold: the kernel's sizing of the DDict's pools and Dragon's segments."""
     from movebench.families.kv.kernel import shm_bytes as kernel_shm_bytes
@@ -129,6 +145,8 @@ class KV(Family):
         settings = super().kernel_settings(point, section, campaign)
         settings["keys_per_client"] = keys_per_client(section, point["nodes"], point["clients_per_node"],
                                                       point["value_size"])
+        if settings["iterations"] == "benchit":
+            settings["iterations"] = benchit_passes(point["value_size"])
         return settings
 
     def placement(self, point):

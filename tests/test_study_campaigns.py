@@ -64,7 +64,11 @@ def test_published_campaigns_carry_the_studies_parameters(monkeypatch):
     bcast = configs["bcast"]["bcast"]
     assert bcast["ranks"] == [16] and [10000, 10000] in bcast["shapes"] and bcast["densities"] == [0.0008, 0.008, 0.6]
     shuffle = configs["shuffle"]["shuffle"]
-    assert max(shuffle["nodes"]) == 6 and {"uni", "bidi", "alltoall", "shuffle"} == set(shuffle["patterns"])
+    assert shuffle["nodes"] == [2, 4, 5, 6, 7] and {"uni", "bidi", "alltoall", "shuffle"} == set(shuffle["patterns"])
+    at = {(p["pattern"], p["nodes"], p["ranks"]) for p in plan.grid(configs["shuffle"])["shuffle"]}
+    # the thesis' 5 and 7 nodes: all-to-all and the shuffle there, uni and bidi (which pair ranks) at even counts
+    assert {("shuffle", 7, 7), ("alltoall", 5, 5), ("uni", 6, 6), ("bidi", 2, 2)} <= at
+    assert not {(p, n, r) for p, n, r in at if p in ("uni", "bidi") and r % 2}
 
 
 @pytest.mark.parametrize("path", PUBLISHED, ids=lambda p: p.stem)

@@ -115,15 +115,24 @@ class Shuffle(Family):
             return [("message_sizes", section["message_sizes"], str(exc))]
         if any(s < 1 for s in sizes):
             problems.append(("message_sizes", section["message_sizes"], "every size must be at least 1 byte"))
-        paired = [p for p in section["patterns"] if p in PAIRED]
-        for i, ranks in enumerate(section["ranks"]):
-            if paired and ranks % 2:
-                problems.append((f"ranks[{i}]", ranks, f"patterns {', '.join(paired)} pair ranks (i, i + n/2): "
-                                 "use an even count such as 2, 4 or 8"))
+        if all(p in PAIRED for p in section["patterns"]):
+            for i, ranks in enumerate(section["ranks"]):
+                if ranks % 2:
+                    problems.append((f"ranks[{i}]", ranks, f"patterns {', '.join(section['patterns'])} pair ranks "
+                                     "(i, i + n/2): use an even count such as 2, 4 or 8 (or add alltoall or shuffle, "
+                                     "which run at any count)"))
         if section["tuple_size"] % 8:
             problems.append(("tuple_size", section["tuple_size"], "must be a multiple of 8 (an 8-byte key, then "
                              "8-byte payload words), e.g. 64"))
         return problems
+
+    def constraint(self, point):
+        # the thesis' cluster sizes are 5, 6 and 7 nodes: all-to-all and the shuffle run at any count, uni and bidi
+        # only where ranks pair up; a count no pattern of the section can run at is refused (config validation)
+        if point["pattern"] in PAIRED and point["ranks"] % 2:
+            return (f"pattern {point['pattern']} pairs ranks (i, i + n/2): an odd count runs alltoall and shuffle "
+                    "only; use an even count such as 2, 4 or 8")
+        return super().constraint(point)
 
     def node_memory_bytes(self, point, section):
         ranks_per_node = -(-point["ranks"] // point["nodes"])

@@ -177,6 +177,32 @@ def test_check_judges_a_studys_claims_on_a_results_folder(tmp_path, capsys):
     assert "no such study" in capsys.readouterr().err
 
 
+def test_check_with_judges_claims_on_two_campaigns_points_together(tmp_path, capsys):
+    """A study whose systems ran as campaigns of their own (the cloud study's Azure VMs and Cirrus' Lustre):
+    `check A --with B` judges a claim between them on both folders' points; a point in both is refused."""
+    from movebench.cli import main
+
+    folders = {}
+    for name, op, gain in (("puts", "put", 1.0), ("gets", "get", 1.5)):
+        table = []
+        for i, size in enumerate((1024, 4096)):
+            table += kv(op, 1e8 * gain, seed=i + int(gain * 10), value_size=size)
+        folders[name] = tmp_path / name
+        (folders[name] / "tables").mkdir(parents=True)
+        pd.DataFrame(table).to_parquet(folders[name] / "tables" / "kv.parquet", index=False)
+    assert main(["check", str(folders["puts"]), "--studies", "dragon-ddict"]) == 0
+    assert "NOT MEASURED    ddict/get-frequently-above-put" in capsys.readouterr().out
+    assert main(["check", str(folders["puts"]), "--with", str(folders["gets"]), "--studies", "dragon-ddict"]) == 0
+    out = capsys.readouterr().out
+    assert f"on {folders['puts']} with {folders['gets']}" in out
+    assert "REPRODUCED      ddict/get-frequently-above-put: above 1 in 2 of 2 cells" in out
+    assert main(["check", str(folders["puts"]), "--with", str(folders["puts"]), "--studies", "dragon-ddict"]) == 2
+    err = capsys.readouterr().err
+    assert "is in both" in err and "give each point in one results folder" in err
+    assert main(["check", str(folders["puts"]), "--with", str(folders["gets"])]) == 2
+    assert "name them with --studies" in capsys.readouterr().err
+
+
 def test_per_rank_pairs_points_at_equal_ranks_per_node_and_divides_by_ranks():
     """The thesis' cluster grows one process per node: 2 ranks on 2 nodes against 4 on 4, per rank."""
     def shuffle(ranks, nodes, aggregate, seed):

@@ -534,9 +534,23 @@ def judge(records: pd.DataFrame, document: dict | None = None, studies=None,
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
-def check(results, document: dict | None = None, studies=None) -> pd.DataFrame:
-    """`judge` on a results folder (or `compare.Results`), with what its points ran on."""
+def check(results, document: dict | None = None, studies=None, also=()) -> pd.DataFrame:
+    """`judge` on a results folder (or `compare.Results`), with what its points ran on; `also`: more results
+    folders whose points join them, for a study whose systems ran as campaigns of their own (the cloud study's
+    Azure VMs and Cirrus' Lustre). A point in two of them is refused (ValueError naming it and both folders):
+    which figure would be the study's is not the judge's to pick."""
+    import pandas as pd
+
     from movebench.judging.compare import Results, read_results
 
-    results = results if isinstance(results, Results) else read_results(results)
-    return judge(results.records, document, studies, conditions_of(results))
+    runs = [r if isinstance(r, Results) else read_results(r) for r in (results, *also)]
+    conditions, owner = {}, {}
+    for run in runs:
+        for key in run.records[["family", "point"]].drop_duplicates().itertuples(index=False, name=None):
+            if key in owner:
+                raise ValueError(f"{key[0]} point {key[1]} is in both {owner[key]} and {run.path}: give each "
+                                 "point in one results folder")
+            owner[key] = run.path
+        conditions.update(conditions_of(run))
+    records = pd.concat([r.records for r in runs], ignore_index=True) if len(runs) > 1 else runs[0].records
+    return judge(records, document, studies, conditions)

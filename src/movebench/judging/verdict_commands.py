@@ -63,6 +63,9 @@ def add_parsers(sub) -> dict:
                    help="also judge these studies' claims (config/references/claims.yaml; docs/studies.md): "
                         "reproduced / not reproduced / inconclusive / not comparable / not measured with the "
                         "evidence, in claims.csv")
+    c.add_argument("--with", dest="also", nargs="+", metavar="RESULTS", default=[],
+                   help="with --studies: more results folders whose points the claims judge too, for a study whose "
+                        "systems ran as campaigns of their own (the cloud study's Azure and Cirrus columns)")
     return {"compare": run_compare, "check": run_check}
 
 
@@ -117,8 +120,12 @@ def _fail_on(command: str, fail_on, found) -> int:
 
 
 def run_check(args) -> int:
-    if not Path(args.results).is_dir():
-        print(f"movebench check: {args.results}: no such results folder", file=sys.stderr)
+    for path in (args.results, *args.also):
+        if not Path(path).is_dir():
+            print(f"movebench check: {path}: no such results folder", file=sys.stderr)
+            return 2
+    if args.also and not args.studies:
+        print("movebench check: --with judges claims: name them with --studies", file=sys.stderr)
         return 2
     try:
         document = refs.load(args.references)
@@ -143,10 +150,15 @@ def run_check(args) -> int:
             print(f"movebench check: --studies {', '.join(unknown)}: no such study; the claims file has "
                   + ", ".join(known), file=sys.stderr)
             return 2
-        judged = claims.check(args.results, studies=args.studies)
+        try:
+            judged = claims.check(args.results, studies=args.studies, also=args.also)
+        except (ValueError, comparing.ResultsError) as error:
+            print(f"movebench check: {error}", file=sys.stderr)
+            return 2
         judged.to_csv(out / "claims.csv", index=False)
         counts = judged["status"].value_counts().to_dict()
-        print(f"movebench check: the claims of {', '.join(args.studies)}: "
+        print(f"movebench check: the claims of {', '.join(args.studies)}"
+              + (f" on {args.results} with {' '.join(args.also)}" if args.also else "") + ": "
               + ", ".join(f"{counts.get(s, 0)} {s}" for s in claims.STATUSES))
         for r in judged.itertuples():
             print(f"  {r.status.upper():15s} {r.id}: {r.evidence}")

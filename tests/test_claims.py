@@ -170,7 +170,7 @@ def test_check_judges_a_studys_claims_on_a_results_folder(tmp_path, capsys):
     assert main(["check", str(tmp_path), "--studies", "dragon-ddict"]) == 0
     out = capsys.readouterr().out
     assert ("the claims of dragon-ddict: 1 reproduced, 0 not reproduced, 0 inconclusive, 0 not comparable, "
-            "5 not measured") in out
+            "6 not measured") in out
     assert "REPRODUCED      ddict/get-frequently-above-put: above 1 in 2 of 2 cells" in out
     assert (tmp_path / "claims.csv").exists()
     assert main(["check", str(tmp_path), "--studies", "ddict"]) == 2
@@ -201,6 +201,20 @@ def test_check_with_judges_claims_on_two_campaigns_points_together(tmp_path, cap
     assert "is in both" in err and "give each point in one results folder" in err
     assert main(["check", str(folders["puts"]), "--with", str(folders["gets"])]) == 2
     assert "name them with --studies" in capsys.readouterr().err
+
+
+def test_per_link_reads_a_share_of_nodes_times_the_stated_link_rate():
+    # "~1/3 of the hardware-limited network bandwidth": 2 nodes of 200 Gbit/s links carry 50 GB/s
+    table = kv("put", 16.5e9, nodes=2, value_size=64 * 2**20)
+    claim = {"kind": "band", "variant": "put", "metric": "bandwidth_Bps", "per": "link", "low": 25, "high": 42,
+             "unit": "%"}
+    links = claims.link_rates({"campaign": {}, "kv": {"link_rate_gbit": 200}})
+    assert links == {"kv": 25e9}
+    r = claims.judge(pd.DataFrame(table), doc(claim), links=links).loc[0]
+    assert r.status == "reproduced" and "33" in r.evidence, r.evidence
+    assert claims.judge(pd.DataFrame(table), doc(claim), links={"kv": 5e9}).loc[0, "status"] == "not reproduced"
+    unstated = claims.judge(pd.DataFrame(table), doc(claim)).loc[0]
+    assert unstated.status == "not measured" and "kv.link_rate_gbit" in unstated.evidence
 
 
 def test_per_rank_pairs_points_at_equal_ranks_per_node_and_divides_by_ranks():

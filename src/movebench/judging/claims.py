@@ -14,7 +14,9 @@ says something about its shape, in one of four kinds:
 
 `per: rank` divides the metric by each point's ranks and pairs points at equal ranks per node instead of equal
 ranks, for a claim about a cluster that grows one process per node ("bandwidth per rank lowers as the cluster
-grows": 2 ranks on 2 nodes against 4 on 4, not 4 ranks on 2 nodes against 4 on 4).
+grows": 2 ranks on 2 nodes against 4 on 4, not 4 ranks on 2 nodes against 4 on 4). `per: link` divides it by
+the point's nodes times the rate of one node's link, which the campaign states (`<family>.link_rate_gbit`:
+"~1/3 of the hardware-limited network bandwidth"); with no rate stated the claim is not measured, and says so.
 
 Each claim gets one of five words, never stronger than its intervals, and `evidence` that says which points
 stood behind it and what they gave (the fitted slope with its CI, the crossover's position, k of n cells, the
@@ -170,8 +172,15 @@ class Figure:
         return f"{middle}{unit} [{self.low:.3g}, {high}]{said}"
 
 
-def _figures(records: pd.DataFrame, claim: dict) -> list[Figure]:
-    """The claim's quantity at every cell the records hold that matches `where`."""
+def link_rates(config: dict | None) -> dict[str, float]:
+    """family -> the rate of one node's link in bytes/s, from each section's `link_rate_gbit` (`per: link`)."""
+    return {name: float(section["link_rate_gbit"]) * 1e9 / 8 for name, section in (config or {}).items()
+            if isinstance(section, dict) and section.get("link_rate_gbit")}
+
+
+def _figures(records: pd.DataFrame, claim: dict, link_Bps: float | None = None) -> list[Figure]:
+    """The claim's quantity at every cell the records hold that matches `where` (`per: link`: over `link_Bps`
+    x nodes)."""
     import pandas as pd
 
     part = records[records["family"] == claim["family"]] if len(records) else records
@@ -198,6 +207,10 @@ def _figures(records: pd.DataFrame, claim: dict) -> list[Figure]:
         if not s["n"]:
             continue
         scale = 100.0 if claim.get("unit") == "%" else 1.0
+        if claim.get("per") == "link":
+            if not link_Bps:
+                continue
+            scale /= link_Bps * (_number(params.get("nodes")) or 1)
         if claim.get("per") == "rank" and _number(params.get("ranks")):
             ranks = _number(params.pop("ranks"))
             scale /= ranks
@@ -506,10 +519,10 @@ def conditions_of(results) -> dict[tuple[str, str], dict]:
 
 
 def judge(records: pd.DataFrame, document: dict | None = None, studies=None,
-          conditions: dict | None = None) -> pd.DataFrame:
+          conditions: dict | None = None, links: dict[str, float] | None = None) -> pd.DataFrame:
     """One row per claim (columns `COLUMNS`) of the given studies (all when None), judged on `records`;
     `conditions`: (family, point) -> `ran_on`, for the claims that need a system (`needs`); none known: every
-    such claim is not comparable."""
+    such claim is not comparable. `links`: `link_rates` of the campaign's config, for `per: link` claims."""
     import pandas as pd
 
     document = document if document is not None else load()
@@ -518,8 +531,12 @@ def judge(records: pd.DataFrame, document: dict | None = None, studies=None,
     for claim in document["claims"]:
         if studies is not None and claim["study"] not in studies:
             continue
-        figures = _figures(records, claim)
+        link = (links or {}).get(claim["family"])
+        figures = _figures(records, claim, link)
         status, evidence, n = KINDS[claim["kind"]](claim, figures)
+        if claim.get("per") == "link" and not link:
+            evidence = (f"needs the rate of one node's link: state it as {claim['family']}.link_rate_gbit in the "
+                        "campaign's config (Gbit/s)")
         stand_ins = _stand_ins(claim, figures, conditions or {}) if status != "not measured" else []
         if stand_ins:
             evidence = (f"not comparable: {'; '.join(stand_ins)}. On these points it would be {status}: "
@@ -534,7 +551,7 @@ def judge(records: pd.DataFrame, document: dict | None = None, studies=None,
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
-def check(results, document: dict | None = None, studies=None, also=()) -> pd.DataFrame:
+def check(results, document: dict | None = None, studies=None, also=(), links: dict | None = None) -> pd.DataFrame:
     """`judge` on a results folder (or `compare.Results`), with what its points ran on; `also`: more results
     folders whose points join them, for a study whose systems ran as campaigns of their own (the cloud study's
     Azure VMs and Cirrus' Lustre). A point in two of them is refused (ValueError naming it and both folders):
@@ -553,4 +570,4 @@ def check(results, document: dict | None = None, studies=None, also=()) -> pd.Da
             owner[key] = run.path
         conditions.update(conditions_of(run))
     records = pd.concat([r.records for r in runs], ignore_index=True) if len(runs) > 1 else runs[0].records
-    return judge(records, document, studies, conditions)
+    return judge(records, document, studies, conditions, links)

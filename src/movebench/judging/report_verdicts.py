@@ -333,7 +333,8 @@ def study_views(config: dict, results: compare.Results, published_frame: pd.Data
     if not studies or refs is None:
         return []
     cited = references.load(refs).get("studies") or {}
-    judged = claims.judge(results.records, claims.load(), studies=studies, conditions=claims.conditions_of(results))
+    judged = claims.judge(results.records, claims.load(), studies=studies, conditions=claims.conditions_of(results),
+                          links=claims.link_rates(config))
     views = []
     for key in studies:
         part = judged[judged["study"] == key]

@@ -10,6 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from movebench.engine import config as campaign_config
 from movebench.judging import claims
 from movebench.judging import compare as comparing
 from movebench.judging import references as refs
@@ -151,8 +152,11 @@ def run_check(args) -> int:
                   + ", ".join(known), file=sys.stderr)
             return 2
         try:
-            judged = claims.check(args.results, studies=args.studies, also=args.also)
-        except (ValueError, comparing.ResultsError) as error:
+            # the campaign's config, when named, states what no record holds (a node's link rate: per: link)
+            config = campaign_config.load(args.configfile) if getattr(args, "configfile", None) else None
+            judged = claims.check(args.results, studies=args.studies, also=args.also,
+                                  links=claims.link_rates(config))
+        except (ValueError, comparing.ResultsError, campaign_config.ConfigFileError) as error:
             print(f"movebench check: {error}", file=sys.stderr)
             return 2
         judged.to_csv(out / "claims.csv", index=False)

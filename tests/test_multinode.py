@@ -142,6 +142,7 @@ def test_kv_on_two_nodes_has_managers_and_clients_on_both_and_leaves_nothing_on_
     assert all(c["addr"] == four_nodes.node_addr(c["host"]) for c in meta["client_placement"])
     assert all(c["agents"] == ["dragon-tcp"] for c in meta["client_placement"])  # Dragon's TCP agent, no HSTA
     assert meta["dragon_transport"] == "tcp" and meta["head_host"] in hosts
+    assert meta["fingerprint"]["hosts"] == sorted(hosts)  # what a claim over nodes counts as a host per node
     assert " -t tcp -N 2 " in meta["command"]
     launch = meta["dragon_launch"]
     assert launch["returncode"] == 0

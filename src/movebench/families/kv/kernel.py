@@ -547,8 +547,11 @@ def run_head(task, head_start: float, dragon_startup_s: float, ddicts: GroupDDic
         if last or not ended:
             pool.close(broken=not ended)
         timings["ddict_destroy_s"] = ddicts.release(keep=ended and not last, last=last)
+    # every host the point ran on (clients, managers, the head), as MPI's metas list theirs: the fingerprint's
+    # hosts, which say whether a claim over nodes had a host per node
+    hosts = {p.get("host") for p in placed} | {s.get("hostname") for s in stats} | {socket.gethostname()}
     meta = {**timings, "repetitions": task.repetitions, "clients": client_rounds, "ddict_stats": stats,
-            "key_bytes": KEY_BYTES,
+            "key_bytes": KEY_BYTES, "hostnames": sorted(h for h in hosts if h),
             "head_host": socket.gethostname(), "client_placement": placed, "dragon_transport": dragon_transport(task),
             "segments": {k: os.environ.get(k) for k in ("DRAGON_DEFAULT_SEG_SZ", "DRAGON_INF_SEG_SZ")}}
     return recs, meta

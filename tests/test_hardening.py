@@ -544,7 +544,8 @@ def test_points_that_overlapped_are_flagged_in_meta_and_report(tmp_path):
     for work, other in ((first, "off-b"), (second, "off-a")):
         metas = [json.loads(p.read_text()) for p in (work / "results" / "raw").rglob("*.meta.json")]
         flagged = [m for m in metas if m["overlapped_with"]]
-        assert flagged and all(o["campaign"] == other for m in flagged for o in m["overlapped_with"])
+        assert flagged and all(o["campaign"] == other and o["running"].startswith("pattern~")
+                               for m in flagged for o in m["overlapped_with"])
         html = (work / "results" / "report.html").read_text()
         assert 'id="overlapped"' in html and "overlapped-points" in html
 

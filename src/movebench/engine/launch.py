@@ -492,8 +492,9 @@ def _measure(to_run, name, members, args, runtime, env, task_path, signals) -> A
     _say("movebench: " + shlex.join(argv))
     first = to_run[0][1]
     running = machine.RunningPoints()
+    # `running`: what this launch runs, a point's path or its launch group's name
     running.enter({"campaign": args.campaign, "family": first.family,
-                   "point_path": name or families.point_path(first.point), "results": str(members[0].out.parent)})
+                   "running": name or families.point_path(first.point), "results": str(members[0].out.parent)})
     # the snakemake that started this launch is the campaign's, not outside load
     load = envinfo.HostLoad({"snakemake": signals.starter.pid})
     with hold.held(first.family, [task.point for _, task in to_run]) as services:

@@ -213,13 +213,13 @@ class RunningPoints:
         """Leave the registry; the points that ran while this one did."""
         if not self.entry:
             return []
-        mine = {k: self.entry[k] for k in ("campaign", "family", "point_path", "pid", "start") if k in self.entry}
+        mine = {k: self.entry[k] for k in ("campaign", "family", "running", "pid", "start") if k in self.entry}
         mine["end"] = time.time()
         overlapped = []
         with contextlib.suppress(OSError):
             overlapped = [json.loads(line) for line in self.notes.read_text().splitlines() if line.strip()]
         for other in self.others():
-            overlapped.append({k: other[k] for k in ("campaign", "family", "point_path", "pid", "start") if k in other})
+            overlapped.append({k: other[k] for k in ("campaign", "family", "running", "pid", "start") if k in other})
             with contextlib.suppress(OSError):
                 fd = os.open(self.folder / f"{other['pid']}.overlaps", os.O_WRONLY | os.O_APPEND)
                 try:

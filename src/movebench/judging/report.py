@@ -49,9 +49,9 @@ def overlaps(points: pd.DataFrame) -> list[dict]:
     for _, row in points[points["status"] == "ok"].iterrows():
         text = row["overlapped_with"]
         others = json.loads(text) if isinstance(text, str) and text.startswith("[") else []
-        if others:
+        if others:  # metas written before the entry's key was `running` name it `point_path`
             found.append({"point": row["point"], "with": "; ".join(
-                f"{o.get('campaign')}: {o.get('family')} {o.get('point_path', o.get('point'))} (pid {o.get('pid')})"
+                f"{o.get('campaign')}: {o.get('family')} {o.get('running', o.get('point_path'))} (pid {o.get('pid')})"
                 for o in others)})
     return found
 

@@ -1,6 +1,7 @@
 # movebench: validate the campaign config, then include the rules: one point rule per family
 # (generated from the family's spec), the tables, the report.
 import sys
+import warnings
 
 from snakemake.utils import min_version
 
@@ -27,6 +28,11 @@ except campaign_config.ConfigFileError as error:
 except campaign_config.ConfigError as error:
     print(error.message(), file=sys.stderr)
     sys.exit(1)
+
+
+# Snakemake 9 leaves a coroutine unawaited while it fills the default disk resources of a dry run and
+# prints two lines about it on every `-n` (snakemake/snakemake#4280, harmless); keep them off the plan.
+warnings.filterwarnings("ignore", message="coroutine 'InputFiles._predicated_size_files", category=RuntimeWarning)
 
 
 report: "report/workflow.rst"

@@ -35,6 +35,7 @@ def planned(proc) -> dict[str, int]:
 def test_the_profile_names_the_default_campaign(tmp_path):
     proc = snakemake(tmp_path, "--profile", str(ROOT / "profiles" / "local"), "--dry-run")
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Warning" not in proc.stderr, proc.stderr[-3000:]  # the plan as the user reads it, no upstream noise
     config = campaign_config.validate(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
     grid = plan.grid(config)
     groups = plan.launch_groups(config, plan.tasks(config, grid))

@@ -159,6 +159,14 @@ def test_a_bad_claim_is_refused_with_its_key():
     assert "invalid claims file" in message and "give `ratio`" in message and "needs `between`" in message
 
 
+def test_a_claims_file_that_is_not_yaml_is_one_line_naming_it(tmp_path):
+    broken = tmp_path / "claims.yaml"
+    broken.write_text("claims:\n  - id: a\n   kind: [band\n")
+    with pytest.raises(claims.ClaimsError) as error:
+        claims.load(broken)
+    assert str(broken) in error.value.message() and "is not YAML" in error.value.message()
+
+
 def test_check_judges_a_studys_claims_on_a_results_folder(tmp_path, capsys):
     from movebench.cli import main
 

@@ -18,11 +18,10 @@ import textwrap
 import time
 from pathlib import Path
 
-import yaml
-
 from movebench import __version__, families
 from movebench import campaign as campaign_run
 from movebench.core.layout import ResultsLayout
+from movebench.core.resources import load_yaml
 from movebench.core.task import LAUNCH, launch_path
 from movebench.engine import cluster
 from movebench.engine import config as campaign_config
@@ -139,7 +138,7 @@ def _profile_settings(name: str) -> dict:
     for base in (Path.cwd(), ROOT, ROOT / "profiles"):
         path = base / name / "config.yaml"
         if path.exists():
-            return yaml.safe_load(path.read_text()) or {}
+            return load_yaml(path.read_text()) or {}
     sys.exit(f"movebench plan: no profile {name!r} (looked for {name}/config.yaml here, in {ROOT} and {ROOT}/profiles)")
 
 

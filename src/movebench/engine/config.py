@@ -89,9 +89,9 @@ class ConfigFileError(Exception):
 
 def family_schema(name: str) -> dict:
     """A family's config block (its package's schema.yaml) with the keys every family has."""
-    block = yaml.safe_load((families.folder(name) / "schema.yaml").read_text())
+    block = resources.load_yaml((families.folder(name) / "schema.yaml").read_text())
     engine = copy.deepcopy(ENGINE_KEYS)
-    campaign = yaml.safe_load(resources.schema("config").read_text())
+    campaign = resources.schema_document("config")
     repetitions = copy.deepcopy(campaign["properties"][CAMPAIGN]["properties"]["repetitions"])
     repetitions.pop("default", None)
     engine["repetitions"] = {**repetitions, **engine["repetitions"]}
@@ -108,7 +108,7 @@ def family_schema(name: str) -> dict:
 
 def full_schema() -> dict:
     """The campaign schema (the package's schemas/config.schema.yaml) with one property per family."""
-    schema = yaml.safe_load(resources.schema("config").read_text())
+    schema = resources.schema_document("config")
     for name in families.names():
         schema["properties"][name] = family_schema(name)
     return schema

@@ -306,7 +306,7 @@ def main(argv=None) -> int:
     (`make stacks`)."""
     import argparse
 
-    import yaml
+    from movebench.core.resources import load_yaml
 
     p = argparse.ArgumentParser(prog="python -m movebench.engine.stacks", description=main.__doc__)
     p.add_argument("names", nargs="*", help="stacks to install (default: every wheel stack defined)")
@@ -314,7 +314,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     campaign = {}
     if args.config:
-        campaign = (yaml.safe_load(open(args.config)) or {}).get("campaign") or {}
+        campaign = (load_yaml(Path(args.config).read_text()) or {}).get("campaign") or {}
     defined = definitions(campaign)
     unknown = [n for n in args.names if n not in defined]
     if unknown:

@@ -90,7 +90,7 @@ def validate(document: dict, path=None) -> dict:
     import copy
 
     document = copy.deepcopy(document if document is not None else {})
-    problems = schema_problems(document, yaml.safe_load(SCHEMA.read_text()))
+    problems = schema_problems(document, resources.schema_document("claims"))
     if not problems:
         known, seen = families.names(), set()
         for i, claim in enumerate(document["claims"]):
@@ -120,9 +120,11 @@ def validate(document: dict, path=None) -> dict:
 def load(path=None) -> dict:
     path = Path(path or default_file())
     try:
-        document = yaml.safe_load(path.read_text())
+        document = resources.load_yaml(path.read_text())
     except OSError as error:
         raise ClaimsError([("(file)", str(path), f"cannot be read: {error.strerror}")], path) from None
+    except yaml.YAMLError as error:
+        raise ClaimsError([("(file)", str(path), f"is not YAML: {error}".splitlines()[0])], path) from None
     return validate(document, path)
 
 

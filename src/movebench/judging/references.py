@@ -89,7 +89,7 @@ def validate(document: dict, path=None) -> dict:
     import copy
 
     document = copy.deepcopy(document if document is not None else {})
-    schema = yaml.safe_load(SCHEMA.read_text())
+    schema = resources.schema_document("references")
     problems = schema_problems(document, schema)
     if not problems:
         problems = _cross_checks(document)
@@ -136,7 +136,7 @@ def _cross_checks(document: dict) -> list[tuple[str, object, str]]:
 def load(path=None) -> dict:
     path = Path(path or DEFAULT_FILE)
     try:
-        document = yaml.safe_load(path.read_text())
+        document = resources.load_yaml(path.read_text())
     except OSError as error:
         raise ReferencesError([("(file)", str(path), f"cannot be read: {error.strerror}")], path) from None
     except yaml.YAMLError as error:

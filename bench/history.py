@@ -2,7 +2,7 @@
 Apache Otava's defaults and ruptures' PELT do on the same series.
 
 Run:
-  .venv/bin/python bench/history.py                         # all of it: 10 campaigns (~30 min here), then the rest
+  .venv/bin/python bench/history.py                         # all of it: 10 campaigns (~7 min here), then the rest
   .venv/bin/python bench/history.py run /tmp/hist --runs 10  # the campaign (bench/history.yaml) 10 times: run-1..10
   .venv/bin/python bench/history.py analyse /tmp/hist/run-*/ # A/A false alarms and injected steps (seconds)
   .venv/bin/python bench/history.py resample /tmp/hist/run-*/ # the same runs redrawn into 10-30 run series (minutes)
@@ -12,7 +12,7 @@ Run:
 `run OUT --runs N [--config bench/history.yaml]`: the campaign N times on this commit, one after the other, into
 OUT/run-<i> (its results_dir), each with `snakemake --profile local`. bench/history.yaml has 24 points over
 shuffle (uni, bidi, alltoall at 3 sizes), bcast (dense and sparse, pickle and buffer, 2 shapes) and io (posix and
-mpiio, 3 patterns), 3 launches each, so each point-measure's series has N runs of launch-level estimates.
+mpiio, 3 patterns), 6 launches each, so each point-measure's series has N runs of launch-level estimates.
 
 `analyse RUN_DIR...`: the runs, in the order given, added to a temporary store; then
 - false alarms per 100 series: change points in the A/A series (one per point and primary measure: the units B/s,
@@ -181,10 +181,10 @@ def series_from_runs(folders: list[Path]) -> list[tuple[tuple, detect.Series, st
             store.add(path, run)
         _, estimates = store.load(path)
     out = []
-    for key, group in estimates.groupby(analysis.SERIES_KEY, sort=True):
+    # a time of other work (shuffle's `iterations: auto` sets a loop count per run) is no series, as in `history`
+    for key, group in analysis.series_groups(estimates):
         if group["unit"].iloc[0] not in PRIMARY_UNITS or len(group) != len(folders):
             continue
-        group = group.sort_values("started")
         out.append((key, analysis.series_of(group), str(group["better"].iloc[0])))
     return out
 

@@ -28,16 +28,18 @@ def meta(mpi="MPICH Version:      5.0.2", commit="a" * 40, hosts=("vm",)):
 
 
 def write_run(root: Path, start: float, factors=None, seed: int = 0, launches: int = 3, repetitions: int = 5,
-              cv_launch: float = 0.01, cv_rep: float = 0.01, run_meta: dict | None = None) -> Path:
+              cv_launch: float = 0.01, cv_rep: float = 0.01, run_meta: dict | None = None,
+              iterations: int = 10) -> Path:
     """A finished campaign's results folder: POINTS measured in `launches` launches, each point's times scaled by
-    `factors[i]` (default 1), with launch-to-launch and repetition noise; campaign_run.json starts at `start`."""
+    `factors[i]` (default 1), with launch-to-launch and repetition noise; campaign_run.json starts at `start`.
+    `iterations` other than 10 scale each repetition's work (bytes and time) as a loop count would."""
     rng = np.random.default_rng(seed)
     factors = factors or [1.0] * len(POINTS)
     raw = ResultsLayout(root).raw
     paths = []
     for point, factor in zip(POINTS, factors, strict=True):
         path = "pattern~uni/nodes~1/ranks~2/message_size~{}/window~8".format(point["message_size"])
-        base = 1e-3 * point["message_size"] / 4096 * factor
+        base = 1e-3 * point["message_size"] / 4096 * factor * iterations / 10
         for k in range(launches):
             launch_factor = rng.lognormal(0, cv_launch)
             times = base * launch_factor * rng.lognormal(0, cv_rep, repetitions + 1)
@@ -45,10 +47,10 @@ def write_run(root: Path, start: float, factors=None, seed: int = 0, launches: i
             file.parent.mkdir(parents=True, exist_ok=True)
             with open(file, "w") as f:
                 for rep, t in enumerate(times):
-                    nbytes = point["message_size"] * 8
+                    nbytes = point["message_size"] * 8 * iterations // 10
                     f.write(json.dumps({"family": "shuffle", "variant": "uni", **point, "rep": rep - 1,
                                         "warmup": rep == 0, "ok": True, "elapsed_s": t, "bytes": nbytes,
-                                        "bandwidth_Bps": nbytes / t, "iterations": 10, "launch": k}) + "\n")
+                                        "bandwidth_Bps": nbytes / t, "iterations": iterations, "launch": k}) + "\n")
             file.with_name(file.name.removesuffix(".jsonl") + ".meta.json").write_text(
                 json.dumps({**(run_meta or meta()), "launch": k, "launches": launches}))
             paths.append(file)

@@ -220,6 +220,24 @@ def test_change_points_name_what_changed_with_them(tmp_path):
     assert analysis.regressions(results) == []
 
 
+def test_a_time_of_other_work_is_not_the_same_series(tmp_path):
+    # `iterations: auto` sets a loop count per run: each run's times are of other work, its bandwidths are not
+    path = tmp_path / "h.duckdb"
+    for i in range(10):
+        store.add(path, history_run.read(write_run(tmp_path / f"run-{i}", start=1.7e9 + 86400 * i, seed=i,
+                                                   iterations=10 + 2 * i)))
+    _, estimates = store.load(path)
+    by_measure = {}
+    for r in analysis.analyse(estimates):
+        by_measure.setdefault(r.key[3], []).append(r)
+    assert all(len(r.frame) == 1 and not r.found for r in by_measure["elapsed_s"])  # the newest run's work only
+    assert all(len(r.frame) == 10 and not r.found for r in by_measure["bandwidth_Bps"])
+    newest = json.loads(by_measure["elapsed_s"][0].frame["fingerprint"].iloc[-1])
+    assert newest["work"].startswith("iterations=28 bytes=")
+    assert analysis.fingerprint_changes([{"work": "iterations=10", "kernel": "a"},
+                                         {"work": "iterations=12", "kernel": "b"}]) == {"kernel": ["a", "b"]}
+
+
 def test_fail_on_regression_when_the_newest_runs_start_a_worse_level(tmp_path, capsys):
     worse, better = tmp_path / "worse", tmp_path / "better"
     for root, step in ((worse, 1.5), (better, 1 / 1.5)):

@@ -25,10 +25,15 @@ BIMODAL_SE = [0.0082, 0.0090, 0.0076, 0.0643, 0.0087, 0.0079, 0.0608, 0.0711, 0.
 WANDER_Y = [0.0, -0.0320, -0.1764, -0.2966, -0.3076, -0.1060, -0.1994, -0.0499, -0.1798, 0.0109]
 WANDER_SE = [0.0943, 0.0818, 0.0757, 0.0704, 0.0604, 0.0605, 0.0656, 0.0822, 0.0595, 0.0728]
 
+# /work/histbench6/run-1..10 (bench/history.yaml at 6 launches: 5 df): shuffle bidi 4096 B bandwidth, whose runs 7,
+# 9 and 10 sat 0.62x below the rest, each run's six launches agreeing: the machine flipping between two states
+FLIPS_Y = [0.0, 0.0048, -0.0071, 0.0023, 0.0012, -0.0182, -0.48, -0.0042, -0.4722, -0.4768]
+FLIPS_SE = [0.008, 0.009, 0.0604, 0.0163, 0.0088, 0.0066, 0.0759, 0.0063, 0.0571, 0.0063]
 
-def _detect(y, se):
+
+def _detect(y, se, df=2.0):
     return detect.detect(detect.Series(y=np.asarray(y, float), se=np.asarray(se, float), log=True,
-                                       df=np.full(len(y), 2.0))).changes
+                                       df=np.full(len(y), df))).changes
 
 
 @pytest.mark.parametrize("y, se", [(BIMODAL_Y, BIMODAL_SE), (WANDER_Y, WANDER_SE)], ids=["bimodal", "wander"])
@@ -36,6 +41,16 @@ def test_real_aa_series_are_not_flagged(y, se):
     # a series whose runs jump 1.4x between two modes, against runs that each say they are within 1%: trusting
     # the runs' own intervals as the whole noise would make a change point of every jump
     assert _detect(y, se) == []
+
+
+def test_a_machine_flipping_between_two_states_is_not_a_change():
+    # three of the last four runs low, one back up between them: the run-to-run variance counts each flip (it
+    # leaves out only the largest difference, which a step makes), so they are noise, not a level
+    assert _detect(FLIPS_Y, FLIPS_SE, df=5.0) == []
+    # the same runs with the high one low too: a level held for the last four runs, which is a change
+    held = list(FLIPS_Y)
+    held[7] = -0.47
+    assert [c.index for c in _detect(held, FLIPS_SE, df=5.0)] == [6]
 
 
 def test_a_2x_step_in_a_real_wandering_series_is_found_at_run_6():

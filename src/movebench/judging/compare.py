@@ -367,7 +367,8 @@ def _plain(value):
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
-def _is_time(measure: str) -> bool:
+def is_time(measure: str) -> bool:
+    """A time in seconds (not a rate per second): a time of different work is not comparable."""
     return measure.endswith("_s") and not measure.endswith("_per_s")
 
 
@@ -533,7 +534,7 @@ def compare(base, new, thresholds: dict | None = None, allow_different: bool = F
                 continue
             better = direction(family, measure)
             threshold = threshold_for(thresholds, family, measure)
-            different_work = bool(work) and _is_time(measure)
+            different_work = bool(work) and is_time(measure)
             if b is None:
                 outcome = ONLY_NEW
             elif n is None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from movebench.judging.compare import is_time
 from movebench.judging.history import detect
 
 #: a change point whose first new run is among the newest this many runs of its series is "recent": what
@@ -46,10 +47,29 @@ class SeriesResult:
         return f"{self.key[1]} {self.key[2]} {self.key[3]}"
 
 
+#: the fingerprint field of a point's work (history.run.point_work): what separates series of a time measure, not a
+#: cause to name at a change point (with `iterations: auto` it differs every run)
+WORK = "work"
+
+
 def fingerprint_changes(prints: list[dict]) -> dict:
     """field -> [first value, last value] for each field that is not the same in all of `prints` (in run order)."""
-    keys = sorted(set().union(*prints)) if prints else []
+    keys = sorted(set().union(*prints) - {WORK}) if prints else []
     return {k: [prints[0].get(k), prints[-1].get(k)] for k in keys if len({p.get(k) for p in prints}) > 1}
+
+
+def series_groups(estimates: pd.DataFrame):
+    """(key, runs) of every series, the runs in order. A time measure's series holds only the runs that did the same
+    work as its newest (compare does not compare times of different work either); a store written before the work
+    was recorded has none, and keeps every run."""
+    for key, group in estimates.groupby(SERIES_KEY, sort=True):
+        group = group.sort_values(["started", "run_id"]).dropna(subset=["estimate"]).reset_index(drop=True)
+        if group.empty:
+            continue
+        if is_time(str(key[3])):
+            work = [(json.loads(p) if isinstance(p, str) else {}).get(WORK) for p in group["fingerprint"]]
+            group = group[[w == work[-1] for w in work]].reset_index(drop=True)
+        yield key, group
 
 
 def series_of(group: pd.DataFrame) -> detect.Series:
@@ -78,10 +98,7 @@ def analyse(estimates: pd.DataFrame, alpha: float = detect.ALPHA, min_size: int 
     results = []
     if estimates.empty:
         return results
-    for key, group in estimates.groupby(SERIES_KEY, sort=True):
-        group = group.sort_values(["started", "run_id"]).dropna(subset=["estimate"]).reset_index(drop=True)
-        if group.empty:
-            continue
+    for key, group in series_groups(estimates):
         series = detect.detect(series_of(group), alpha=alpha, min_size=min_size)
         better = str(group["better"].iloc[0])
         result = SeriesResult(key=key, unit=str(group["unit"].iloc[0]), better=better, log=series.log,

@@ -15,6 +15,7 @@ import pandas as pd
 
 from movebench.core import stats
 from movebench.core.layout import ResultsLayout
+from movebench.judging.compare import WORK_KEYS
 
 #: fingerprint field -> the points table's column(s) it comes from, first present wins: what ran, so that a change
 #: point can name what changed with it
@@ -76,6 +77,21 @@ def point_fingerprint(row: pd.Series) -> dict:
     return out
 
 
+def point_work(records: pd.DataFrame) -> dict[str, str]:
+    """point -> how much work its repetitions did (compare.WORK_KEYS' values, e.g. "iterations=120"): a time of
+    other work is not the same series (shuffle's `iterations: auto` sets a loop count per run)."""
+    keys = [k for k in WORK_KEYS if k in records.columns]
+    if not keys or "point" not in records.columns:
+        return {}
+    out = {}
+    for point, group in records.groupby("point", sort=False):
+        said = [f"{k}={','.join(str(_clean(v)) for v in sorted(group[k].dropna().unique()))}" for k in keys
+                if group[k].notna().any()]
+        if said:
+            out[point] = " ".join(said)
+    return out
+
+
 def standard_error(row) -> tuple[float | None, float | None]:
     """(on the log scale, on the value's own scale) of a summary row's estimate, from its 95% interval: the
     t-interval of its launches (df = L - 1) when it has several, else the repetitions' interval read as normal."""
@@ -114,6 +130,10 @@ def read(results) -> Run:
         if "campaign" in points.columns:
             campaigns += [c for c in points["campaign"].dropna().astype(str)]
         prints = {row["point"]: point_fingerprint(row) for _, row in points.iterrows()}
+        records_file = layout.table(family)
+        if records_file.exists():
+            for point, work in point_work(pd.read_parquet(records_file)).items():
+                prints.setdefault(point, {})["work"] = work
         fingerprints.update({(family, p): f for p, f in prints.items()})
         if summary.empty:
             continue

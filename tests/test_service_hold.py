@@ -35,6 +35,7 @@ def azurite():
         pytest.skip(why)
     with azurite_service.Azurite() as service:
         yield service
+    assert not Path(service.log_path).exists()  # the log it made in /tmp went with it
 
 
 @pytest.fixture

@@ -107,6 +107,9 @@ class Azurite:
         self.pid: int | None = None
         self.port: int | None = None
         self._log = None
+        # a log file start() made itself (none was named): removed by stop(), or every campaign and test with
+        # blob points would leave one in /tmp
+        self._own_log = False
 
     @property
     def connection_string(self) -> str:
@@ -135,6 +138,7 @@ class Azurite:
         fd, path = tempfile.mkstemp(prefix="azurite-", suffix=".log") if not self.log_path else (None, self.log_path)
         if fd is not None:
             os.close(fd)
+            self._own_log = True
         self.log_path = path
         self._log = open(path, "w")
         # Its own session: Ctrl-C at the terminal reaches `run`, which stops it in order.
@@ -151,14 +155,17 @@ class Azurite:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise AzuriteError(f"Azurite exited with status {self.process.returncode}:\n{self.log_tail()}")
+                tail, status = self.log_tail(), self.process.returncode
+                self.stop()
+                raise AzuriteError(f"Azurite exited with status {status}:\n{tail}")
             match = _LISTENING.search(Path(path).read_text(errors="replace"))
             if match and answers(int(match.group(1))):
                 self.port = int(match.group(1))
                 return self
             time.sleep(0.1)
+        tail = self.log_tail()
         self.stop()
-        raise AzuriteError(f"Azurite did not answer within {timeout:g} s:\n{self.log_tail()}")
+        raise AzuriteError(f"Azurite did not answer within {timeout:g} s:\n{tail}")
 
     def log_tail(self, lines: int = 20) -> str:
         try:
@@ -180,6 +187,9 @@ class Azurite:
         if self._log is not None:
             self._log.close()
             self._log = None
+        if self._own_log:
+            Path(self.log_path).unlink(missing_ok=True)
+            self._own_log = False
 
     def __enter__(self):
         return self.start()

@@ -6,6 +6,7 @@ The same functions run against the live test cluster in test_slurm_campaign.py.
 import re
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -216,3 +217,23 @@ def test_plan_under_the_slurm_profile_says_the_blob_points_left_out_and_both_lim
     assert proc.stderr.count("left out under Slurm") == 1 and "backend~blob" in proc.stderr
     assert "a point's limit is campaign.timeout = 300 s -> 6 min" in proc.stdout
     assert re.search(r"a launch group's limit: .* = \d+-\d+ min here", proc.stdout)
+
+
+def test_the_slurm_executor_polls_at_least_as_often_as_the_profile_says(monkeypatch):
+    plugin = pytest.importorskip("snakemake_executor_plugin_slurm")
+    # the class attribute as the plugin has it, put back after the test
+    monkeypatch.setattr(plugin.Executor, "next_seconds_between_status_checks",
+                        plugin.Executor.next_seconds_between_status_checks)
+    settings = SimpleNamespace(seconds_between_status_checks=5)
+    executor = SimpleNamespace(_next_seconds_between_status_checks=None,
+                               workflow=SimpleNamespace(remote_execution_settings=settings))
+
+    def polls_after(value):  # what the plugin asks after a poll in which no job finished: its last wait + 10 s
+        plugin.Executor.next_seconds_between_status_checks.fset(executor, value)
+        return executor._next_seconds_between_status_checks
+
+    assert polls_after(32) == 32  # the plugin as it comes: 2, 12, 22, 32 ... up to 180 s
+    assert cluster.cap_status_polls() and not cluster.cap_status_polls()  # once is enough
+    assert polls_after(32) == 5 and polls_after(2) == 2 and polls_after(None) is None
+    settings.seconds_between_status_checks = 12  # read when set: a Snakefile is read before the settings exist
+    assert polls_after(32) == 12

@@ -4,7 +4,7 @@ import os
 import sys
 
 from movebench import campaign, families
-from movebench.engine import launchers, plan
+from movebench.engine import cluster, launchers, plan
 from movebench.core.layout import ResultsLayout
 from movebench.engine.launchers.process import blocked_start
 
@@ -22,6 +22,8 @@ GRID, LEFT_OUT = campaign.leave_out_unreachable(
 )
 for line in LEFT_OUT:
     print(line, file=sys.stderr)
+# The Slurm executor polls job states at the profile's interval, not ever more slowly (engine.cluster).
+cluster.cap_status_polls()
 # Family -> launch path -> the launch's task (the point, the kernel's settings, repetitions, launch, ...).
 TASKS = plan.tasks(config, GRID)
 # Family -> its launch groups (families whose points share launches: launch_groups), formed from the launches

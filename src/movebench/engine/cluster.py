@@ -36,6 +36,33 @@ POLL_CAP_S = 180
 DEFAULT_INIT_INTERVAL_S = 40
 
 
+def cap_status_polls() -> bool:
+    """Make the Slurm executor poll job states at least every --seconds-between-status-checks seconds.
+
+    The plugin (2.x, check_active_jobs) lengthens its wait by 10 s after every poll in which no job finished, up to
+    POLL_CAP_S, whatever --seconds-between-status-checks says (snakemake-executor-plugin-slurm#319). With a
+    campaign's one point job at a time, a point of a minute was seen ending 30 s late, and the next point waited as
+    long (docs/notes/slurm.md). The interval is read when the plugin sets its wait: a Snakefile is read before the
+    run's settings are known. False where the plugin is not installed, or once it is done."""
+    try:
+        from snakemake_executor_plugin_slurm import Executor
+    except ImportError:
+        return False
+    inherited = Executor.next_seconds_between_status_checks
+    if not isinstance(inherited, property) or getattr(inherited.fset, "capped", False):
+        return False
+    plain = inherited.fset
+
+    def capped(self, value):
+        limit = getattr(getattr(self.workflow, "remote_execution_settings", None), "seconds_between_status_checks",
+                        None)
+        plain(self, value if value is None or not limit else min(value, limit))
+
+    capped.capped = True
+    Executor.next_seconds_between_status_checks = property(inherited.fget, capped)
+    return True
+
+
 def time_limit_minutes(campaign: dict) -> int:
     """Slurm time limit of one point: the point's kill timeout in whole minutes, plus one for start and clean-up."""
     return max(1, math.ceil(campaign["timeout"] / 60) + 1)

@@ -193,9 +193,11 @@ exit $rc""")
 
 
 def blob_campaign(work: Path) -> Path:
+    # 40 repetitions: points of seconds, so that the interrupt half a second into one lands inside it (at 3 a point
+    # could end first, and the interrupt fell between two points)
     return write(work, {"campaign": {**SLOW["campaign"], "name": "blob"},
                         "io": {"patterns": ["sfmw", "mfmw"], "backends": ["blob"], "size_per_proc": ["4MiB", "8MiB"],
-                               "block_size": "1MiB", "blob": {"emulator": "azurite"}}})
+                               "block_size": "1MiB", "repetitions": 40, "blob": {"emulator": "azurite"}}})
 
 
 def interrupt_inside_a_point(cmd, work: Path, env=None) -> tuple[str, int]:

@@ -92,10 +92,10 @@ def family_schema(name: str) -> dict:
     block = resources.load_yaml((families.folder(name) / "schema.yaml").read_text())
     engine = copy.deepcopy(ENGINE_KEYS)
     campaign = resources.schema_document("config")
-    repetitions = copy.deepcopy(campaign["properties"][CAMPAIGN]["properties"]["repetitions"])
+    repetitions = campaign["properties"][CAMPAIGN]["properties"]["repetitions"]  # schema_document gave a copy
     repetitions.pop("default", None)
     engine["repetitions"] = {**repetitions, **engine["repetitions"]}
-    launches = copy.deepcopy(campaign["properties"][CAMPAIGN]["properties"]["launches"])
+    launches = campaign["properties"][CAMPAIGN]["properties"]["launches"]
     engine["launches"] = {**launches, **engine["launches"]}
     block.setdefault("properties", {}).update(engine)
     if families.load(name).launch_group_axes:

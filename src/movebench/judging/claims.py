@@ -63,7 +63,6 @@ from movebench.judging.references import log_distance, place, settle_words
 if TYPE_CHECKING:
     import pandas as pd
 
-SCHEMA = resources.schema("claims")
 STATUSES = ("reproduced", "not reproduced", "inconclusive", "not comparable", "not measured")
 #: What a claim may need of the system its points ran on (`needs`), and what a point's meta must show for it.
 NEEDS = {

@@ -753,7 +753,7 @@ def human(value, measure: str) -> str:
             if abs(value) >= f:
                 return f"{value / f:.4g} {unit}"
         return f"{value:.4g} B"
-    if measure.endswith("_s") and not measure.endswith("_per_s"):
+    if is_time(measure):
         for unit, f in (("s", 1), ("ms", 1e-3), ("µs", 1e-6)):
             if abs(value) >= f:
                 return f"{value / f:.4g} {unit}"

@@ -39,7 +39,6 @@ if TYPE_CHECKING:  # annotations only: the config checks a references file (load
 #: `published`: the studies movebench reproduces (config/references/published.yaml in a checkout, else the
 #: package's copy; movebench.core.resources.published_references)
 DEFAULT_FILE = resources.published_references()
-SCHEMA = resources.schema("references")
 
 # unit -> (dimension, factor to the SI unit of the metric)
 UNITS = {

@@ -11,6 +11,7 @@ import pandas as pd
 
 from movebench.judging.compare import is_time
 from movebench.judging.history import detect
+from movebench.judging.history.run import WORK
 
 #: a change point whose first new run is among the newest this many runs of its series is "recent": what
 #: --fail-on regression fails on (the detector needs MIN_SIZE runs of the new level to see it)
@@ -47,13 +48,9 @@ class SeriesResult:
         return f"{self.key[1]} {self.key[2]} {self.key[3]}"
 
 
-#: the fingerprint field of a point's work (history.run.point_work): what separates series of a time measure, not a
-#: cause to name at a change point (with `iterations: auto` it differs every run)
-WORK = "work"
-
-
 def fingerprint_changes(prints: list[dict]) -> dict:
     """field -> [first value, last value] for each field that is not the same in all of `prints` (in run order)."""
+    # a point's work separates series of a time measure; it is no cause to name (`iterations: auto`: every run's)
     keys = sorted(set().union(*prints) - {WORK}) if prints else []
     return {k: [prints[0].get(k), prints[-1].get(k)] for k in keys if len({p.get(k) for p in prints}) > 1}
 

@@ -32,6 +32,8 @@ FINGERPRINT = {
     "kernel": ("platform",),
     "python": ("python",),
 }
+#: the fingerprint field of a point's work (point_work): what separates series of a time measure
+WORK = "work"
 #: the points table's package versions, gathered into one fingerprint field
 PACKAGES_PREFIX = "packages."
 
@@ -133,7 +135,7 @@ def read(results) -> Run:
         records_file = layout.table(family)
         if records_file.exists():
             for point, work in point_work(pd.read_parquet(records_file)).items():
-                prints.setdefault(point, {})["work"] = work
+                prints.setdefault(point, {})[WORK] = work
         fingerprints.update({(family, p): f for p, f in prints.items()})
         if summary.empty:
             continue
